@@ -1,0 +1,1 @@
+"""Retrieval benchmarks for memstrata (LoCoMo evidence recall); no LLM needed."""

@@ -1,0 +1,108 @@
+"""Scope and readers filters as SQL, used by every read and destructive path.
+
+Two relations between a record's scope and a request's scope:
+- *applies*: same tenant and each set field of the record equals the
+  request's (DESIGN §4). Reads use it: a user-level preference follows the
+  user into every project; an (alice, docs-site) fact reaches neither bob nor
+  alice's other projects.
+- *owned*: same tenant and the record's fields equal every field the request
+  names. Forget and exports use it: forgetting alice's data never touches a
+  tenant-wide record that other users rely on.
+
+Readers: a record with ``readers`` set is visible only to those principals;
+the principal of a request defaults to its user.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .models import Scope
+
+_FIELDS = (("s_user", "user"), ("s_project", "project"), ("s_agent", "agent"))
+
+
+def applies_sql(scope: Scope, alias: str = "r") -> tuple[str, list[Any]]:
+    """WHERE fragment selecting rows whose scope applies to ``scope``."""
+    parts = [f"{alias}.tenant = ?"]
+    params: list[Any] = [scope.tenant]
+    for col, attr in _FIELDS:
+        value = getattr(scope, attr)
+        if value is None:
+            parts.append(f"{alias}.{col} IS NULL")
+        else:
+            parts.append(f"({alias}.{col} IS NULL OR {alias}.{col} = ?)")
+            params.append(value)
+    return " AND ".join(parts), params
+
+
+def owned_sql(scope: Scope, alias: str = "r") -> tuple[str, list[Any]]:
+    """WHERE fragment selecting rows inside ``scope`` (for forget/export)."""
+    parts = [f"{alias}.tenant = ?"]
+    params: list[Any] = [scope.tenant]
+    for col, attr in _FIELDS:
+        value = getattr(scope, attr)
+        if value is not None:
+            parts.append(f"{alias}.{col} = ?")
+            params.append(value)
+    return " AND ".join(parts), params
+
+
+def exact_sql(scope: Scope, alias: str = "r") -> tuple[str, list[Any]]:
+    """WHERE fragment selecting rows of exactly this scope."""
+    p = f"{alias}." if alias else ""
+    return f"{p}tenant = ? AND {p}scope_key = ?", [scope.tenant, scope.key]
+
+
+def scope_values(scope: Scope) -> list[Any]:
+    """Values for the leading columns (tenant, s_user, s_project, s_agent, scope_key)."""
+    return [scope.tenant, scope.user, scope.project, scope.agent, scope.key]
+
+
+SCOPE_COLUMNS = "tenant, s_user, s_project, s_agent, scope_key"
+
+
+def scope_from_row(row: dict[str, Any]) -> Scope:
+    return Scope(tenant=row["tenant"], user=row["s_user"], project=row["s_project"],
+                 agent=row["s_agent"])
+
+
+def principal_of(scope: Scope, principal: str | None) -> str | None:
+    """The principal a read is made for: explicit, else the scope's user."""
+    return principal if principal is not None else scope.user
+
+
+def dump_readers(readers: list[str] | None) -> str | None:
+    return None if readers is None else json.dumps(sorted(readers))
+
+
+def load_json_list(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [str(v) for v in json.loads(value)]
+
+
+__all__ = [
+    "SCOPE_COLUMNS",
+    "applies_sql",
+    "dump_readers",
+    "exact_sql",
+    "load_json_list",
+    "owned_sql",
+    "principal_of",
+    "scope_from_row",
+    "scope_values",
+]
+
+
+def contains_sql(column: str) -> str:
+    """Portable case-insensitive substring test with one parameter (see :func:`like_param`)."""
+    return f"lower({column}) LIKE ? ESCAPE '\\'"
+
+
+def like_param(match: str) -> str:
+    escaped = match.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"

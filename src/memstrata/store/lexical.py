@@ -1,0 +1,52 @@
+"""Query text to lexical-search syntax, shared by every backend.
+
+A natural-language query becomes a disjunction of its content words (stop
+words and question words removed), so a question like "what did Alice say
+about the deploy?" matches records that mention alice or deploy. Terms are
+quoted so punctuation and FTS operators in user text can never change the
+query's meaning.
+"""
+
+from __future__ import annotations
+
+import re
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can could did didn't do does doesn't doing don't
+    down during each few for from further had has have having he her here hers herself him
+    himself his how i if in into is isn't it it's its itself just let's me more most my myself
+    no nor not of off on once only or other ought our ours ourselves out over own same she
+    should so some such than that that's the their theirs them themselves then there these
+    they this those through to too under until up very was wasn't we were weren't what when
+    where which while who whom why will with would you your yours yourself yourselves
+    ever also would've could've should've yes s t d ll m o re ve y""".split()
+)
+
+_WORD_RE = re.compile(r"[\w][\w'\-]*", re.UNICODE)
+
+
+def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
+    """Lowercase content words of ``text``, in order, without duplicates."""
+    seen: dict[str, None] = {}
+    for raw in _WORD_RE.findall(text.lower()):
+        word = raw.strip("'-").replace("'s", "")
+        if not word or (not keep_stopwords and word in STOPWORDS):
+            continue
+        seen.setdefault(word, None)
+    return list(seen)
+
+
+def fts5_query(text: str) -> str:
+    """An FTS5 MATCH expression: quoted content words joined by OR ('' if none)."""
+    words = terms(text)
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:64])
+
+
+def tsquery(text: str) -> str:
+    """A PostgreSQL ``to_tsquery`` expression: content words joined by ``|``."""
+    words = [re.sub(r"[^\w]", "", w) for w in terms(text)]
+    return " | ".join(w for w in words[:64] if w)
+
+
+__all__ = ["STOPWORDS", "fts5_query", "terms", "tsquery"]
