@@ -53,8 +53,7 @@ def erf(x: Array) -> Array:
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)
     poly = t * (
-        0.254829592
-        + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
     )
     result: Array = sign * (1.0 - poly * np.exp(-a * a))
     return result
@@ -133,3 +132,24 @@ class ReferenceMiniLM:
     def embed(self, texts: list[str]) -> Array:
         """Rows of :meth:`embed_one`."""
         return np.stack([self.embed_one(t) for t in texts])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python _reference_minilm.py OUT.npy`` embeds a JSON list of texts read from stdin.
+
+    Tests run the oracle in a child process started with OPENBLAS_NUM_THREADS=1:
+    multi-threaded OpenBLAS on small float64 matrices is about 10x slower than
+    one thread on a busy 2-core machine, and the thread count cannot be changed
+    after numpy is imported.
+    """
+    import json
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    texts = json.loads(sys.stdin.read())
+    np.save(args[0], ReferenceMiniLM().embed(list(texts)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

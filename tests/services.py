@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 from urllib.parse import quote
 
 import psycopg
@@ -81,6 +81,7 @@ _DB_NAME = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 _TEMPLATE_DB = "ms_template"
 
 _counter = itertools.count(1)
+_Service = TypeVar("_Service", "PostgresService", "RedisService")
 
 
 class ServiceUnavailable(ConfigError):
@@ -199,9 +200,18 @@ def _server_user() -> _RunAs | None:
         entry = pwd.getpwnam(_PG_SYSTEM_USER)
     except KeyError:
         done = subprocess.run(
-            ["useradd", "--system", "--user-group", "--no-create-home",
-             "--shell", "/usr/sbin/nologin", _PG_SYSTEM_USER],
-            capture_output=True, text=True, check=False,
+            [
+                "useradd",
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                _PG_SYSTEM_USER,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         try:
             entry = pwd.getpwnam(_PG_SYSTEM_USER)  # a concurrent run may have created it
@@ -286,10 +296,25 @@ def start_postgres(base_dir: Path | None = None) -> PostgresService:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     try:
         subprocess.run(
-            [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--encoding=UTF8",
-             "--locale=C.UTF-8", "--auth=trust", "--no-sync", "--no-instructions"],
-            cwd=workdir, env=env, capture_output=True, check=True,
-            user=uid, group=gid, extra_groups=extra_groups,
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--encoding=UTF8",
+                "--locale=C.UTF-8",
+                "--auth=trust",
+                "--no-sync",
+                "--no-instructions",
+            ],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            check=True,
+            user=uid,
+            group=gid,
+            extra_groups=extra_groups,
         )
     except subprocess.CalledProcessError as exc:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -301,11 +326,17 @@ def start_postgres(base_dir: Path | None = None) -> PostgresService:
     with log.open("wb") as log_file:
         proc = subprocess.Popen(
             [str(bin_dir / "postgres"), "-D", str(data), *settings],
-            cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log_file,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             # SIGQUIT = immediate shutdown: the postmaster takes its backends down with it.
             preexec_fn=_parent_death_hook(signal.SIGQUIT),
-            user=uid, group=gid, extra_groups=extra_groups,
+            user=uid,
+            group=gid,
+            extra_groups=extra_groups,
         )
     svc = PostgresService(workdir=workdir, bin_dir=bin_dir, process=proc)
     (workdir / "server.pid").write_text(str(proc.pid))
@@ -488,11 +519,30 @@ def start_redis(base_dir: Path | None = None) -> RedisService:
         port = _free_port()
         with log.open("wb") as log_file:
             proc = subprocess.Popen(
-                [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-                 "--appendonly", "no", "--dir", str(workdir), "--daemonize", "no",
-                 "--protected-mode", "yes", "--databases", "16"],
-                cwd=workdir, stdin=subprocess.DEVNULL, stdout=log_file,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    str(binary),
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(workdir),
+                    "--daemonize",
+                    "no",
+                    "--protected-mode",
+                    "yes",
+                    "--databases",
+                    "16",
+                ],
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 preexec_fn=_parent_death_hook(signal.SIGTERM),
             )
         svc = RedisService(workdir=workdir, port=port, process=proc)
@@ -525,13 +575,19 @@ def _unavailable(exc: ServiceUnavailable) -> NoReturn:
     pytest.skip(f"server unavailable here: {exc}")
 
 
+def _start_or_give_up(start: Callable[[], _Service]) -> _Service:
+    try:
+        return start()
+    except ServiceUnavailable as exc:
+        reason = exc
+    # Outside the except block, so the report is not a chained traceback.
+    _unavailable(reason)
+
+
 @pytest.fixture(scope="session")
 def pg_service() -> Iterator[PostgresService]:
     """One PostgreSQL server for the whole session; skipped locally if it cannot start."""
-    try:
-        svc = start_postgres()
-    except ServiceUnavailable as exc:
-        _unavailable(exc)
+    svc = _start_or_give_up(start_postgres)
     try:
         yield svc
     finally:
@@ -561,10 +617,7 @@ def pg_module_database(pg_service: PostgresService) -> Iterator[AppDatabase]:
 @pytest.fixture(scope="session")
 def redis_service() -> Iterator[RedisService]:
     """One Redis server for the whole session; skipped locally if it cannot start."""
-    try:
-        svc = start_redis()
-    except ServiceUnavailable as exc:
-        _unavailable(exc)
+    svc = _start_or_give_up(start_redis)
     try:
         yield svc
     finally:

@@ -119,6 +119,12 @@ def cosines(a: Any, b: Any) -> Any:
     return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a child Python that imports this checkout's memstrata."""
+    paths = [str(SRC_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **extra}
+
+
 def load_reference_module() -> ModuleType:
     # Loaded by path so it works whether or not tests/ is a package.
     spec = importlib.util.spec_from_file_location(
@@ -140,9 +146,29 @@ def reference_module() -> ModuleType:
     return load_reference_module()
 
 
+class Reference:
+    """Oracle vectors for a fixed set of texts, computed once in a single-threaded child."""
+
+    def __init__(self, vectors: dict[str, Any]) -> None:
+        self.vectors = vectors
+
+    def embed(self, texts: list[str]) -> Any:
+        return np.stack([self.vectors[t] for t in texts])
+
+
 @pytest.fixture(scope="module")
-def reference(reference_module: ModuleType) -> Any:
-    return reference_module.ReferenceMiniLM()
+def reference(reference_module: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    texts = sorted({*SENTENCES, *SHORT_INPUTS, *reference_module.PUBLISHED_SENTENCES})
+    out = tmp_path_factory.mktemp("reference") / "vectors.npy"
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    subprocess.run(
+        [sys.executable, str(TESTS_DIR / "_reference_minilm.py"), str(out)],
+        input=json.dumps(texts),
+        text=True,
+        env=env,
+        check=True,
+    )
+    return Reference(dict(zip(texts, np.load(out), strict=True)))
 
 
 @pytest.fixture(scope="module")
@@ -171,9 +197,8 @@ def test_import_and_construction_load_nothing_heavy() -> None:
         "print(json.dumps({'mods': [n for n in ('onnxruntime', 'tokenizers') if n in sys.modules],"
         " 'loaded': m.loaded or g_loaded}))\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC_DIR), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), check=True
     )
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"mods": [], "loaded": False}
@@ -197,7 +222,14 @@ def test_missing_model_file_is_a_config_error_at_first_embed(tmp_path: Path) -> 
 
 @needs_minilm
 def test_concurrent_first_calls_load_once_and_agree() -> None:
-    embedder = emb.MiniLMEmbedder()
+    class CountingLoads(emb.MiniLMEmbedder):
+        loads = 0
+
+        def _load(self) -> Any:
+            CountingLoads.loads += 1
+            return super()._load()
+
+    embedder = CountingLoads()
     results: list[Any] = [None] * 4
     errors: list[BaseException] = []
 
@@ -213,8 +245,7 @@ def test_concurrent_first_calls_load_once_and_agree() -> None:
     for t in threads:
         t.join()
     assert not errors
-    runtime = embedder._runtime
-    assert runtime is not None
+    assert CountingLoads.loads == 1
     for r in results[1:]:
         np.testing.assert_allclose(r, results[0], atol=1e-6)
 
@@ -230,7 +261,9 @@ def test_reference_erf_matches_math_erf(reference_module: ModuleType) -> None:
     assert np.max(np.abs(reference_module.erf(xs) - expected)) < 2e-7
 
 
-def test_reference_reproduces_published_similarities(reference: Any, reference_module: Any) -> None:
+def test_reference_reproduces_published_similarities(
+    reference: Reference, reference_module: Any
+) -> None:
     vectors = reference.embed(list(reference_module.PUBLISHED_SENTENCES))
     for (i, j), published in reference_module.PUBLISHED_SIMILARITIES.items():
         assert float(vectors[i] @ vectors[j]) == pytest.approx(published, abs=1e-4)
@@ -248,7 +281,7 @@ def test_shipped_tokenizer_is_the_models_own(reference_module: ModuleType) -> No
 
 @needs_minilm
 def test_minilm_matches_reference_on_varied_sentences(
-    minilm: emb.MiniLMEmbedder, reference: Any
+    minilm: emb.MiniLMEmbedder, reference: Reference
 ) -> None:
     assert len(SENTENCES) >= 50
     # A small batch size forces several length-sorted batches with padding.
@@ -264,7 +297,9 @@ def test_minilm_matches_reference_on_varied_sentences(
 
 
 @needs_minilm
-def test_minilm_on_one_to_three_word_inputs(minilm: emb.MiniLMEmbedder, reference: Any) -> None:
+def test_minilm_on_one_to_three_word_inputs(
+    minilm: emb.MiniLMEmbedder, reference: Reference
+) -> None:
     # int8 weight rounding weighs most on 1-3 tokens: measured 0.996-0.9997 here.
     # A pooling, masking or tokenizer bug lands far below 0.99.
     cos = cosines(minilm.embed(SHORT_INPUTS), reference.embed(SHORT_INPUTS))
@@ -289,7 +324,7 @@ def test_minilm_shape_dtype_norm_and_order(minilm: emb.MiniLMEmbedder) -> None:
 def test_minilm_truncates_at_256_tokens(minilm: emb.MiniLMEmbedder) -> None:
     long = "word " * 600
     cut = "word " * 254  # + [CLS] and [SEP] = 256 tokens
-    shorter = "word " * 100
+    shorter = "word " * 200  # past 128 tokens: catches the tokenizer file's own limit
     v_long, v_cut, v_short = minilm.embed([long, cut, shorter])
     assert float(v_long @ v_cut) >= 0.99999
     assert float(v_long @ v_short) < 0.99999
@@ -330,23 +365,27 @@ def test_hashing_is_deterministic_across_instances_and_processes() -> None:
         "import json, memstrata.embeddings as e\n"
         f"print(json.dumps(e.HashingEmbedder().embed({texts!r}).tolist()))\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC_DIR), os.environ.get("PYTHONPATH", "")]),
-        "PYTHONHASHSEED": "12345",
-    }
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=child_env(PYTHONHASHSEED="12345"),
+        check=True,
     )
     np.testing.assert_array_equal(np.asarray(json.loads(out.stdout), dtype=np.float32), a)
 
 
 def test_hashing_separates_texts_and_keeps_similar_ones_close() -> None:
     h = emb.HashingEmbedder()
-    texts = [f"record {i}: {w} changed the {v} setting" for i, (w, v) in enumerate(
-        (w, v) for w in ("alice", "bob", "carol", "dave", "erin") for v in ("theme", "font", "locale", "timezone")
-    )]
-    vectors = h.embed(texts + ["", "   "])
+    texts = [
+        f"record {i}: {w} changed the {v} setting"
+        for i, (w, v) in enumerate(
+            (w, v)
+            for w in ("alice", "bob", "carol", "dave", "erin")
+            for v in ("theme", "font", "locale", "timezone")
+        )
+    ]
+    vectors = h.embed([*texts, "", "   "])
     assert vectors.shape == (len(texts) + 2, 256)
     assert vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
@@ -377,7 +416,7 @@ def test_hashing_dims_and_validation() -> None:
     assert isinstance(emb.HashingEmbedder(), emb.Embedder)
 
 
-# --------------------------------------------------------------------------- OpenAI-compatible server
+# --------------------------------------------------------------------------- OpenAI-compatible
 
 HASH16 = emb.HashingEmbedder(16)
 
@@ -411,9 +450,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         model, inputs = body["model"], body["input"]
         vectors = (HASH16.embed(inputs) * 3.0).tolist()  # deliberately not unit length
-        data = [
-            {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)
-        ]
+        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
         usage = {"prompt_tokens": 5 * len(inputs), "total_tokens": 5 * len(inputs)}
         ok = {"object": "list", "data": data[::-1], "model": model, "usage": usage}
         if model == "needs-key" and self.headers.get("Authorization") != "Bearer sk-test-123":
@@ -429,7 +466,7 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         elif model == "missing-model":
-            self._json(404, {"error": "model \"missing-model\" not found, try pulling it first"})
+            self._json(404, {"error": 'model "missing-model" not found, try pulling it first'})
         elif model == "server-error":
             self._send(500, b"Internal Server Error", "text/plain")
         elif model == "not-json":
@@ -467,7 +504,7 @@ class _EmbeddingServer(ThreadingHTTPServer):
 def server() -> Iterator[_EmbeddingServer]:
     srv = _EmbeddingServer(("127.0.0.1", 0), _Handler)
     srv.requests = []
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield srv
@@ -527,16 +564,17 @@ def test_openai_learns_dims_lazily_and_checks_configured_dims(server: _Embedding
 def test_openai_errors_are_provider_errors(
     server: _EmbeddingServer, model: str, message: str
 ) -> None:
-    with emb.OpenAIEmbedder(base_url(server), model) as e, pytest.raises(
-        ProviderError, match=message
+    with (
+        emb.OpenAIEmbedder(base_url(server), model) as e,
+        pytest.raises(ProviderError, match=message),
     ):
         e.embed(["first", "second"])
 
 
 def test_openai_auth_error_names_the_problem_not_the_key(server: _EmbeddingServer) -> None:
-    with emb.OpenAIEmbedder(base_url(server), "needs-key", api_key="sk-wrong-secret") as e:
-        with pytest.raises(ProviderError) as info:
-            e.embed(["x"])
+    e = emb.OpenAIEmbedder(base_url(server), "needs-key", api_key="sk-wrong-secret")
+    with e, pytest.raises(ProviderError) as info:
+        e.embed(["x"])
     assert "HTTP 401" in str(info.value)
     assert "Incorrect API key" in str(info.value)
     assert info.value.hint == "check the API key"
@@ -545,15 +583,15 @@ def test_openai_auth_error_names_the_problem_not_the_key(server: _EmbeddingServe
 
 
 def test_openai_timeout_and_refused_connection(server: _EmbeddingServer) -> None:
-    with emb.OpenAIEmbedder(base_url(server), "slow", timeout=0.2) as e:
-        with pytest.raises(ProviderError, match="timed out"):
-            e.embed(["x"])
+    slow = emb.OpenAIEmbedder(base_url(server), "slow", timeout=0.2)
+    with slow, pytest.raises(ProviderError, match="timed out"):
+        slow.embed(["x"])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with emb.OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", timeout=2) as e:
-        with pytest.raises(ProviderError, match="failed") as info:
-            e.embed(["x"])
+    refused = emb.OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", timeout=2)
+    with refused, pytest.raises(ProviderError, match="failed") as info:
+        refused.embed(["x"])
     assert info.value.hint is not None and "/v1" in info.value.hint
 
 

@@ -285,7 +285,9 @@ def test_missing_redis_binary_is_service_unavailable(monkeypatch: pytest.MonkeyP
         start_redis()
 
 
-@pytest.mark.parametrize(("ci", "outcome"), [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+@pytest.mark.parametrize(
+    ("ci", "outcome"), [("true", pytest.fail.Exception), ("", pytest.skip.Exception)]
+)
 def test_unavailable_server_fails_on_ci_and_skips_locally(
     monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
 ) -> None:
@@ -332,7 +334,8 @@ def test_servers_die_with_a_killed_test_process() -> None:
     paths = [here, *sys.path]
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD.format(paths=paths)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None

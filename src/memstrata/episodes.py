@@ -156,7 +156,7 @@ class Episodes:
         item = build(EpisodeInput, scope=make_scope(scope), text=text, event=event, actor=actor,
                      source=source, observed_at=observed_at, evidence=evidence, outcome=outcome,
                      confidence=confidence, expires_at=expires_at, supersedes=supersedes,
-                     readers=list(readers) if readers is not None else None)
+                     readers=readers)
         return self.append_many([item])[0]
 
     def append_many(self, items: Sequence[EpisodeInput | dict[str, Any]]) -> list[Episode]:

@@ -97,7 +97,7 @@ class Facts:
             attribute=attribute, actor=actor, source=source, confidence=confidence, tier=tier,
             sensitivity=sensitivity, evidence=evidence, valid_from=valid_from,
             expires_at=expires_at, recheck_after=recheck_after,
-            readers=list(readers) if readers is not None else None, reason=reason,
+            readers=readers, reason=reason,
         )
         return self.propose_candidate(cand)
 

@@ -1,0 +1,98 @@
+"""Shared CLI plumbing: scope/store options, opening the store, output."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import click
+
+F = Callable[..., Any]
+
+
+def store_options(fn: F) -> F:
+    """--url plus the scope flags every command shares."""
+
+    @click.option("--url", envvar="MEMSTRATA_URL", default=None,
+                  help="Store URL (sqlite:///path or postgresql://...); default: the "
+                       "embedded file under $MEMSTRATA_HOME.")
+    @click.option("--tenant", envvar="MEMSTRATA_TENANT", default="default", show_default=True,
+                  help="Tenant the request belongs to.")
+    @click.option("--user", "user", envvar="MEMSTRATA_USER", default=None, help="User scope.")
+    @click.option("--project", envvar="MEMSTRATA_PROJECT", default=None, help="Project scope.")
+    @click.option("--agent", envvar="MEMSTRATA_AGENT", default=None, help="Agent scope.")
+    @functools.wraps(fn)
+    def wrapper(*args: Any, url: str | None, tenant: str, user: str | None,
+                project: str | None, agent: str | None, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        ctx.meta["memstrata.url"] = url
+        ctx.meta["memstrata.scope"] = {"tenant": tenant, "user": user, "project": project,
+                                       "agent": agent}
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(fn)
+
+
+def current_scope() -> Any:
+    from ..models import make_scope
+
+    return make_scope(click.get_current_context().meta["memstrata.scope"])
+
+
+def open_memory(**kwargs: Any) -> Any:
+    """Open the store named by --url/$MEMSTRATA_URL (the library resolves the default)."""
+    from ..memory import Memory
+
+    ctx = click.get_current_context()
+    url = ctx.meta.get("memstrata.url")
+    tenant = ctx.meta.get("memstrata.scope", {}).get("tenant", "default")
+    mem = Memory.open(url, tenant=tenant, **kwargs)
+    ctx.call_on_close(mem.close)
+    return mem
+
+
+def to_jsonable(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    return obj
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False, default=str))
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Print a readable table (rich), or a note when there are no rows."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = list(rows)
+    console = Console(width=int(os.environ.get("COLUMNS", "0")) or None)
+    if not rows:
+        console.print(f"[dim]{title + ': ' if title else ''}nothing to show[/dim]")
+        return
+    t = Table(title=title, show_lines=False, expand=False)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*("" if v is None else str(v) for v in r))
+    console.print(t)
+
+
+def short_date(value: Any) -> str:
+    return value.date().isoformat() if value is not None else ""
+
+
+__all__ = ["current_scope", "emit_json", "json_option", "open_memory", "short_date",
+           "store_options", "table", "to_jsonable"]

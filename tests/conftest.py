@@ -1,0 +1,49 @@
+"""Shared fixtures: real SQLite files in a temp dir, a movable clock, real servers."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memstrata import ManualClock, Memory, Scope
+
+pytest_plugins = ["services"]
+
+START = "2026-08-03T09:00:00+00:00"
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def mem(db_path: Path, clock: ManualClock) -> Iterator[Memory]:
+    m = Memory.open(f"sqlite:///{db_path}", clock=clock, embedder=None)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def alice() -> Scope:
+    return Scope(user="alice", project="docs-site")
+
+
+def row_counts(path: Path) -> dict[str, int]:
+    """Rows per table, read with a separate raw connection."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "AND name NOT LIKE '%_fts_%'")]
+        return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+    finally:
+        conn.close()

@@ -1,0 +1,137 @@
+"""Durable facts: the write policy steps of the core, supersession, review, expiry."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from memstrata import Conflict, ManualClock, Memory, NotFound, Scope
+
+FACT = dict(kind="preference", subject="alice", attribute="standup_format", actor="user",
+            source="chat:2026-08-03", confidence=0.9)
+
+
+def test_supersession_chain_of_three_keeps_history_and_one_current(
+        mem: Memory, alice: Scope, clock: ManualClock) -> None:
+    first = mem.facts.propose(alice, claim="Prefers async standup updates", **FACT)
+    clock.advance(days=20)
+    second = mem.facts.propose(alice, claim="Live standups are back this quarter", **FACT)
+    clock.advance(days=30)
+    third = mem.facts.propose(alice, claim="Standups are async again, Mondays live", **FACT)
+    assert (first.status, second.status, third.status) == ("committed", "superseding",
+                                                           "superseding")
+    assert second.superseded is not None and second.superseded.id == first.record.id
+    current = mem.facts.current(alice)
+    assert [f.claim for f in current] == ["Standups are async again, Mondays live"]
+    chain = mem.facts.history(third.record.id)
+    assert [f.claim for f in chain] == ["Prefers async standup updates",
+                                        "Live standups are back this quarter",
+                                        "Standups are async again, Mondays live"]
+    assert [f.status for f in chain] == ["superseded", "superseded", "active"]
+    assert chain[0].superseded_by == chain[1].id and chain[1].supersedes == chain[0].id
+    assert chain[0].valid_to is not None and chain[0].valid_to == chain[1].valid_from
+    assert chain[1].valid_to is not None and chain[1].valid_to > chain[0].valid_to
+    assert all(f.reason for f in chain[:2])
+    # history from any member gives the same chain
+    assert [f.id for f in mem.facts.history(first.record.id)] == [f.id for f in chain]
+    assert mem.doctor() == []
+
+
+def test_equivalent_claim_is_a_duplicate_that_confirms_the_older_record(
+        mem: Memory, alice: Scope, clock: ManualClock) -> None:
+    first = mem.facts.propose(alice, claim="Prefers async standup updates.", **FACT)
+    clock.advance(days=3)
+    again = mem.facts.propose(alice, claim="  prefers ASYNC standup updates ", **FACT)
+    assert again.status == "duplicate"
+    assert again.record is not None and first.record is not None
+    assert again.record.id == first.record.id
+    assert again.record.last_confirmed_at == clock.now()
+    assert len(mem.facts.list(alice)) == 1
+
+
+def test_provenance_and_confidence_rules_reject_and_report(mem: Memory, alice: Scope) -> None:
+    no_source = mem.facts.propose(alice, claim="Uses vim", **{**FACT, "source": ""})
+    assert no_source.status == "rejected" and "source" in no_source.reason
+    no_actor = mem.facts.propose(alice, claim="Uses vim", **{**FACT, "actor": None})
+    assert no_actor.status == "rejected" and "actor" in no_actor.reason
+    low = mem.facts.propose(alice, claim="Might use vim", **{**FACT, "confidence": 0.4})
+    assert low.status == "rejected" and "confidence" in low.reason
+    assert mem.facts.list(alice) == []
+
+
+def test_identity_waits_for_a_person_and_approval_supersedes(mem: Memory, alice: Scope) -> None:
+    ident = dict(FACT, kind="profile", attribute="role", tier="identity")
+    res = mem.facts.propose(alice, claim="Alice is the docs lead", **ident)
+    assert res.status == "pending" and res.record is not None
+    assert res.record.status == "pending_review"
+    assert mem.facts.current(alice) == []
+    assert [f.id for f in mem.review.pending(alice)] == [res.record.id]
+    ok = mem.review.approve(res.record.id, reviewer="bob")
+    assert ok.status == "committed" and ok.record is not None
+    assert ok.record.status == "active" and ok.record.reviewer == "bob"
+    nxt = mem.facts.propose(alice, claim="Alice is the platform lead", **ident)
+    assert nxt.status == "pending"
+    assert mem.facts.current(alice)[0].claim == "Alice is the docs lead"
+    assert nxt.record is not None
+    done = mem.review.approve(nxt.record.id, reviewer="bob")
+    assert done.status == "superseding"
+    assert [f.claim for f in mem.facts.current(alice)] == ["Alice is the platform lead"]
+    with pytest.raises(Conflict):
+        mem.review.approve(nxt.record.id, reviewer="bob")
+
+
+def test_reject_and_edit_and_approve(mem: Memory, alice: Scope) -> None:
+    ident = dict(FACT, kind="profile", attribute="team", tier="identity")
+    a = mem.facts.propose(alice, claim="Alice works in team Blu", **ident)
+    assert a.record is not None
+    edited = mem.review.approve(a.record.id, reviewer="carol", claim="Alice works in team Blue")
+    assert edited.record is not None and edited.record.claim == "Alice works in team Blue"
+    b = mem.facts.propose(alice, claim="Alice is on team Green", **ident)
+    assert b.record is not None
+    rejected = mem.review.reject(b.record.id, reason="wrong person")
+    assert rejected.status == "rejected" and rejected.reason == "wrong person"
+    assert [f.claim for f in mem.facts.current(alice)] == ["Alice works in team Blue"]
+
+
+def test_retire_and_expiry_and_recheck(mem: Memory, alice: Scope, clock: ManualClock) -> None:
+    r = mem.facts.propose(alice, claim="Deploys go through Jenkins", kind="system_fact",
+                          subject="deploys", attribute="pipeline", actor="user",
+                          source="wiki:deploy")
+    assert r.record is not None
+    # a volatile kind gets a default expiry and recheck date (no expiry rule is a decision)
+    assert r.record.expires_at is not None and r.record.recheck_after is not None
+    assert r.record.recheck_after < r.record.expires_at
+    short = mem.facts.propose(alice, claim="Office closed this week", kind="constraint",
+                              subject="office", attribute="open", actor="user",
+                              source="chat", expires_at=clock.now() + timedelta(days=7))
+    assert short.record is not None
+    assert {f.claim for f in mem.facts.current(alice)} == {"Deploys go through Jenkins",
+                                                           "Office closed this week"}
+    clock.advance(days=8)
+    assert [f.claim for f in mem.facts.current(alice)] == ["Deploys go through Jenkins"]
+    swept = mem.sweep()
+    assert swept["facts"] == 1
+    assert mem.facts.get(short.record.id).status == "expired"
+    retired = mem.facts.retire(r.record.id, reason="moved to GitHub Actions")
+    assert retired.status == "retired" and retired.valid_to == clock.now()
+    assert mem.facts.current(alice) == []
+    with pytest.raises(Conflict):
+        mem.facts.retire(r.record.id, reason="again")
+    with pytest.raises(NotFound):
+        mem.facts.get("01ZZZZZZZZZZZZZZZZZZZZZZZZ")
+
+
+def test_current_is_capped_and_identity_first(mem: Memory, alice: Scope) -> None:
+    for i in range(45):
+        mem.facts.propose(alice, claim=f"Likes topic number {i}", kind="preference",
+                          subject="alice", attribute=f"topic_{i}", actor="user", source="chat")
+    ident = mem.facts.propose(alice, claim="Alice is the docs lead", kind="profile",
+                              subject="alice", attribute="role", actor="user", source="chat",
+                              tier="identity")
+    assert ident.record is not None
+    mem.review.approve(ident.record.id, reviewer="bob")
+    current = mem.facts.current(alice)
+    assert len(current) == 40
+    assert current[0].tier == "identity"
+    assert len(mem.facts.current(alice, limit=100)) == 46

@@ -1,0 +1,94 @@
+"""Forget deletes for real: rows, FTS, history, checkpoints, ledger, scratch, file bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memstrata import AccessDenied, ManualClock, Memory, Scope
+from conftest import row_counts
+
+SECRETISH = "Quokkaberry7731"
+
+
+def file_bytes(db: Path) -> bytes:
+    data = b""
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(db) + suffix)
+        if p.exists():
+            data += p.read_bytes()
+    return data
+
+
+def test_forget_removes_content_everywhere_including_raw_bytes(
+        mem: Memory, db_path: Path, alice: Scope, clock: ManualClock) -> None:
+    f1 = mem.facts.propose(alice, claim=f"Allergic to {SECRETISH} pastries", kind="profile",
+                           subject="alice", attribute="allergy", actor="user", source="chat")
+    clock.advance(days=1)
+    mem.facts.propose(alice, claim=f"No longer allergic to {SECRETISH}", kind="profile",
+                      subject="alice", attribute="allergy", actor="user", source="chat")
+    keep = mem.facts.propose(alice, claim="Prefers tea", kind="preference", subject="alice",
+                             attribute="drink", actor="user", source="chat")
+    mem.episodes.append(alice, text=f"Ordered {SECRETISH} pastries for the offsite",
+                        event="order", actor="tool", source="shop")
+    mem.episodes.append(alice, text="Booked the offsite room", event="booking", actor="tool",
+                        source="calendar")
+    mem.checkpoints.save(alice, "offsite", objective=f"Avoid {SECRETISH} at the offsite")
+    mem.ledger.begin(alice, "order:1", intent=f"order {SECRETISH}-free catering")
+    run = mem.run(alice).__enter__()
+    run.scratch.write("note", f"remember {SECRETISH}")
+    assert SECRETISH.encode() in file_bytes(db_path) or SECRETISH.lower().encode() in \
+        file_bytes(db_path)
+
+    report = mem.forget(alice, match=SECRETISH.lower())
+    assert report.counts["facts"] == 2
+    assert report.counts["episodes"] == 1
+    assert report.counts["checkpoints"] == 1
+    assert report.counts["operations"] == 1
+    assert report.counts["scratch"] == 1
+    assert f1.record is not None and f"fact:{f1.record.id}" in report.ids
+
+    raw = file_bytes(db_path)
+    for needle in (SECRETISH, SECRETISH.lower(), "quokkaberri"):
+        assert needle.encode() not in raw, f"{needle!r} still in the database file"
+    # unrelated records survive, nothing dangles
+    assert keep.record is not None
+    assert [f.claim for f in mem.facts.current(alice)] == ["Prefers tea"]
+    assert len(mem.episodes.search(alice, "offsite room")) == 1
+    assert mem.episodes.search(alice, SECRETISH) == []
+    assert mem.doctor() == []
+
+
+def test_forget_is_scoped_and_refuses_tenant_wide(mem: Memory, db_path: Path) -> None:
+    a, b = Scope(user="alice"), Scope(user="bob")
+    mem.episodes.append(a, text="alice likes jazz", source="chat", actor="user")
+    mem.episodes.append(b, text="bob likes jazz", source="chat", actor="user")
+    mem.episodes.append(Scope(project="radio"), text="station plays jazz", source="chat",
+                        actor="user")
+    before = row_counts(db_path)
+    with pytest.raises(AccessDenied):
+        mem.forget(Scope(), match="jazz")
+    assert row_counts(db_path) == before
+    dry = mem.forget(a, match="jazz", dry_run=True)
+    assert dry.counts["episodes"] == 1 and row_counts(db_path) == before
+    mem.forget(a, match="jazz")
+    assert mem.episodes.search(a, "jazz") == []
+    assert len(mem.episodes.search(b, "jazz")) == 1
+    assert len(mem.episodes.search(Scope(project="radio"), "jazz")) == 1
+    forced = mem.forget(Scope(), match="jazz", force=True)
+    assert forced.counts["episodes"] == 2
+
+
+def test_forget_by_subject_and_ids_and_everything(mem: Memory, alice: Scope) -> None:
+    r1 = mem.facts.propose(alice, claim="Bob is Alice's manager", kind="relationship",
+                           subject="bob", attribute="manages", actor="user", source="chat")
+    mem.facts.propose(alice, claim="Prefers dark mode", kind="preference", subject="alice",
+                      attribute="theme", actor="user", source="chat")
+    ep = mem.episodes.append(alice, text="1:1 with manager", source="cal", actor="tool")
+    assert mem.forget(alice, subject="Bob").counts["facts"] == 1
+    assert r1.record is not None
+    assert mem.forget(alice, record_ids=[ep.ref]).counts["episodes"] == 1
+    everything = mem.forget(alice)
+    assert everything.counts["facts"] == 1
+    assert mem.facts.list(alice) == []

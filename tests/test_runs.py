@@ -1,0 +1,104 @@
+"""Scratch, checkpoints and the ledger: run-scoped and resumable state."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memstrata import Conflict, ManualClock, Memory, NotFound, Scope
+
+
+def test_scratch_receipts_listing_and_discard(mem: Memory, alice: Scope) -> None:
+    with mem.run(alice, task="t") as run:
+        assert run.scratch.write("plan/outline", "1. intro\n2. body") == \
+            "wrote plan/outline (16 chars)"
+        assert run.scratch.write("plan/refs", {"urls": ["a", "b"]}).startswith("wrote plan/refs")
+        run.scratch.write("draft", "hello")
+        assert run.scratch.read("plan/outline") == "1. intro\n2. body"
+        assert run.scratch.read("missing") == "missing is not set"
+        assert run.scratch.list("plan/") == ["plan/outline", "plan/refs"]
+        assert run.scratch.list() == ["draft", "plan/outline", "plan/refs"]
+        other = mem.run(alice)
+        assert other.scratch.read("draft") == "draft is not set"  # runs do not share
+        run_id = run.run_id
+    # discarded on exit, never promoted
+    again = mem.run(alice, run_id=run_id)
+    assert again.scratch.list() == []
+    assert mem.facts.list(alice) == []
+
+
+def test_scratch_expires_by_ttl(mem: Memory, alice: Scope, clock: ManualClock) -> None:
+    with mem.run(alice) as run:
+        run.scratch.write("k", "v")
+        clock.advance(hours=23, minutes=59)
+        assert run.scratch.read("k") == "v"
+        clock.advance(minutes=2)
+        assert run.scratch.read("k") == "k is not set"
+        assert run.scratch.list() == []
+        assert mem.sweep()["scratch"] == 1
+
+
+def test_checkpoint_overwrites_fields_and_keeps_versions(mem: Memory, alice: Scope,
+                                                         clock: ManualClock) -> None:
+    cp1 = mem.checkpoints.save(alice, "release-v17", objective="Ship v17 notes",
+                               constraints=["no marketing tone"], next_action="collect PRs")
+    clock.advance(hours=1)
+    cp2 = mem.checkpoints.save(alice, "release-v17", completed=["collected 41 PRs"],
+                               next_action="draft notes")
+    assert (cp1.version, cp2.version) == (1, 2)
+    cur = mem.checkpoints.current(alice, "release-v17")
+    assert cur is not None
+    assert cur.objective == "Ship v17 notes"          # carried forward
+    assert cur.constraints == ["no marketing tone"]
+    assert cur.completed == ["collected 41 PRs"]
+    assert cur.next_action == "draft notes"           # exactly one current value
+    assert [v.next_action for v in mem.checkpoints.versions(alice, "release-v17")] == [
+        "collect PRs", "draft notes"]
+    assert mem.checkpoints.current(Scope(user="bob", project="docs-site"), "release-v17") is None
+
+
+def test_fresh_process_resumes_checkpoint_and_ledger(db_path: Path, alice: Scope) -> None:
+    mem = Memory.open(f"sqlite:///{db_path}", embedder=None)
+    with mem.run(alice, task="release-v17") as run:
+        run.checkpoint.save(objective="Ship", next_action="publish notes")
+        op = run.ledger.begin("publish:release-notes:v17", intent="POST notes to CMS")
+        assert op.status == "pending" and not op.resumed
+    mem.close()
+    code = textwrap.dedent(f"""
+        from memstrata import Memory, Scope
+        mem = Memory.open("sqlite:///{db_path}", embedder=None)
+        scope = Scope(user="alice", project="docs-site")
+        with mem.run(scope, task="release-v17") as run:
+            cp = run.checkpoint.load()
+            op = run.ledger.begin("publish:release-notes:v17", intent="a NEW intent")
+            print(cp.next_action, "|", op.key, op.status, op.intent, op.resumed, op.attempts)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == ("publish notes | publish:release-notes:v17 unknown POST notes to CMS "
+                   "True 2")
+
+
+def test_ledger_complete_fail_and_retry(mem: Memory, alice: Scope) -> None:
+    with mem.run(alice) as run:
+        run.ledger.begin("email:welcome:42", intent="send welcome mail")
+        done = run.ledger.complete("email:welcome:42", external_ref="msg-123")
+        assert done.status == "succeeded" and done.external_ref == "msg-123"
+        again = run.ledger.begin("email:welcome:42", intent="send welcome mail")
+        assert again.status == "succeeded" and again.resumed
+        assert run.ledger.complete("email:welcome:42", external_ref="msg-123").status == \
+            "succeeded"
+        with pytest.raises(Conflict):
+            run.ledger.complete("email:welcome:42", external_ref="msg-999")
+        run.ledger.begin("charge:7", intent="charge card")
+        failed = run.ledger.fail("charge:7", error="card declined")
+        assert failed.status == "failed"
+        retry = run.ledger.begin("charge:7", intent="charge card")
+        assert retry.status == "pending" and retry.attempts == 2
+        with pytest.raises(NotFound):
+            run.ledger.complete("never-begun")
+    assert mem.ledger.get(Scope(user="bob"), "charge:7") is None

@@ -1,0 +1,89 @@
+"""Scope and readers filtering on every read path (DESIGN §4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memstrata import Memory, NotFound, Scope
+
+ALICE_DOCS = Scope(user="alice", project="docs-site")
+ALICE_API = Scope(user="alice", project="api")
+BOB_DOCS = Scope(user="bob", project="docs-site")
+
+
+def _pref(mem: Memory, scope: Scope, claim: str, attribute: str, **kw: object) -> str:
+    res = mem.facts.propose(scope, claim=claim, kind="preference", subject="user",
+                            attribute=attribute, actor="user", source="chat", **kw)  # type: ignore[arg-type]
+    assert res.record is not None
+    return res.record.id
+
+
+def test_user_fact_never_reaches_another_user(mem: Memory) -> None:
+    _pref(mem, Scope(user="alice"), "Alice prefers British spelling in docs", "spelling")
+    assert [f.claim for f in mem.facts.current(ALICE_DOCS)] == [
+        "Alice prefers British spelling in docs"]
+    assert [f.claim for f in mem.facts.current(ALICE_API)] == [
+        "Alice prefers British spelling in docs"]
+    assert mem.facts.current(BOB_DOCS) == []
+    assert mem.recall(BOB_DOCS, "British spelling docs").items == []
+    assert "British" not in mem.context(BOB_DOCS, query="spelling").text
+
+
+def test_user_project_fact_stays_in_its_project(mem: Memory) -> None:
+    _pref(mem, ALICE_DOCS, "Docs site uses Hugo for alice's pages", "generator")
+    assert len(mem.facts.current(ALICE_DOCS)) == 1
+    assert mem.facts.current(ALICE_API) == []
+    assert mem.facts.current(Scope(user="alice")) == []
+    assert mem.facts.current(BOB_DOCS) == []
+
+
+def test_project_fact_applies_to_every_user_of_the_project(mem: Memory) -> None:
+    _pref(mem, Scope(project="docs-site"), "Docs site deploys from main", "deploy_branch")
+    assert len(mem.facts.current(ALICE_DOCS)) == 1
+    assert len(mem.facts.current(BOB_DOCS)) == 1
+    assert mem.facts.current(ALICE_API) == []
+
+
+def test_tenants_are_isolated(mem: Memory) -> None:
+    _pref(mem, Scope(tenant="acme", user="alice"), "Acme alice likes tea", "drink")
+    assert mem.facts.current(Scope(tenant="globex", user="alice")) == []
+    mem.episodes.append(Scope(tenant="acme", user="alice"), text="tea ordered for the team",
+                        source="erp", actor="tool")
+    assert mem.episodes.search(Scope(tenant="globex", user="alice"), "tea ordered") == []
+
+
+def test_foreign_episode_matching_perfectly_never_appears(mem: Memory) -> None:
+    mem.episodes.append(BOB_DOCS, text="Bob's salary negotiation notes: asked for a raise",
+                        event="hr_note", actor="user", source="chat")
+    mem.episodes.append(ALICE_DOCS, text="Alice reviewed the docs navigation",
+                        event="review", actor="user", source="chat")
+    hits = mem.episodes.search(ALICE_DOCS, "Bob's salary negotiation notes: asked for a raise")
+    assert all("salary" not in h.excerpt for h in hits)
+    assert mem.recall(ALICE_DOCS, "salary negotiation raise").items == []
+
+
+def test_readers_restrict_within_a_scope(mem: Memory) -> None:
+    project = Scope(project="docs-site")
+    fid = _pref(mem, project, "Incident 42 root cause: leaked staging credentials rotated",
+                "incident_42", readers=["alice"])
+    assert [f.id for f in mem.facts.current(ALICE_DOCS)] == [fid]
+    assert mem.facts.current(BOB_DOCS) == []
+    assert mem.recall(BOB_DOCS, "incident 42 root cause").items == []
+    assert mem.recall(ALICE_DOCS, "incident 42 root cause").items[0].ref == f"fact:{fid}"
+    with pytest.raises(NotFound):
+        mem.get(f"fact:{fid}", scope=BOB_DOCS)
+    assert mem.get(f"fact:{fid}", scope=ALICE_DOCS).id == fid
+    # a replacement inherits the readers of what it supersedes (access follows the source)
+    res = mem.facts.propose(project, claim="Incident 42 closed after credential rotation",
+                            kind="preference", subject="user", attribute="incident_42",
+                            actor="user", source="postmortem")
+    assert res.record is not None and res.record.readers == ["alice"]
+    assert mem.facts.current(BOB_DOCS) == []
+
+
+def test_restricted_episode_hidden_from_other_principals(mem: Memory) -> None:
+    project = Scope(project="docs-site")
+    mem.episodes.append(project, text="Payroll export for March failed", event="payroll",
+                        actor="tool", source="hr-system", readers=["carol"])
+    assert mem.episodes.search(ALICE_DOCS, "payroll export") == []
+    assert len(mem.episodes.search(project, "payroll export", principal="carol")) == 1

@@ -1,0 +1,114 @@
+"""Bad input raises a typed ValidationError and changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memstrata import Memory, Scope, ValidationError
+from conftest import row_counts
+
+GOOD: dict[str, Any] = dict(claim="Prefers tabs", kind="preference", subject="alice",
+                            attribute="indent", actor="user", source="chat", confidence=0.9)
+
+
+@pytest.mark.parametrize("change", [
+    {"claim": ""},
+    {"claim": "   "},
+    {"claim": "x" * 1001},
+    {"claim": "bad\x00byte"},
+    {"claim": "lone \ud800 surrogate"},
+    {"claim": b"bytes are not text"},
+    {"claim": 42},
+    {"kind": "opinion"},
+    {"actor": "martian"},
+    {"confidence": 1.5},
+    {"confidence": -0.1},
+    {"confidence": "high"},
+    {"subject": ""},
+    {"attribute": None},
+    {"tier": "gold"},
+    {"expires_at": "next tuesday"},
+    {"readers": "alice"},
+    {"readers": []},
+])
+def test_bad_fact_input(mem: Memory, db_path: Path, alice: Scope, change: dict[str, Any]) -> None:
+    mem.facts.propose(alice, **GOOD)
+    before = row_counts(db_path)
+    with pytest.raises(ValidationError):
+        mem.facts.propose(alice, **{**GOOD, "attribute": "other", **change})
+    assert row_counts(db_path) == before
+
+
+@pytest.mark.parametrize("scope", [
+    {"user": ""}, {"user": "al ice"}, {"tenant": None}, {"project": "x" * 200},
+    {"user": "a\x00b"}, {"colour": "blue"}, "alice",
+])
+def test_invalid_scope(mem: Memory, db_path: Path, scope: Any) -> None:
+    before = row_counts(db_path)
+    with pytest.raises(ValidationError):
+        mem.facts.propose(scope, **GOOD)
+    with pytest.raises(ValidationError):
+        mem.episodes.append(scope, text="x", source="s")
+    assert row_counts(db_path) == before
+
+
+@pytest.mark.parametrize("change", [
+    {"text": ""}, {"text": "a\x00"}, {"text": "x" * 8001}, {"source": ""},
+    {"actor": "robot"}, {"confidence": 2}, {"observed_at": "yesterday"},
+    {"supersedes": "01ZZZZZZZZZZZZZZZZZZZZZZZZ"}, {"text": ["a", "list"]},
+])
+def test_bad_episode_input(mem: Memory, db_path: Path, alice: Scope,
+                           change: dict[str, Any]) -> None:
+    before = row_counts(db_path)
+    with pytest.raises(ValidationError):
+        mem.episodes.append(alice, **{"text": "ok", "source": "s", "actor": "user", **change})
+    assert row_counts(db_path) == before
+
+
+def test_a_bad_item_in_a_batch_writes_nothing(mem: Memory, db_path: Path, alice: Scope) -> None:
+    before = row_counts(db_path)
+    with pytest.raises(ValidationError):
+        mem.episodes.append_many([
+            {"scope": alice, "text": "fine", "source": "s", "actor": "user"},
+            {"scope": alice, "text": "", "source": "s", "actor": "user"},
+        ])
+    assert row_counts(db_path) == before
+
+
+def test_bad_checkpoint_ledger_scratch_input(mem: Memory, db_path: Path, alice: Scope) -> None:
+    before = row_counts(db_path)
+    with pytest.raises(ValidationError):
+        mem.checkpoints.save(alice, "t", objective="ok", completed="not a list")
+    with pytest.raises(ValidationError):
+        mem.checkpoints.save(alice, "t", colour="blue")
+    with pytest.raises(ValidationError):
+        mem.checkpoints.save(alice, "", objective="x")
+    with pytest.raises(ValidationError):
+        mem.ledger.begin(alice, "", intent="x")
+    with pytest.raises(ValidationError):
+        mem.ledger.begin(alice, "k", intent="a\x00b")
+    with mem.run(alice) as run:
+        with pytest.raises(ValidationError):
+            run.scratch.write("", "v")
+        with pytest.raises(ValidationError):
+            run.scratch.write("k", object())
+    assert {k: v for k, v in row_counts(db_path).items() if k != "runs"} == {
+        k: v for k, v in before.items() if k != "runs"}
+
+
+def test_bad_read_arguments(mem: Memory, alice: Scope) -> None:
+    with pytest.raises(ValidationError):
+        mem.episodes.search(alice, "", k=5)
+    with pytest.raises(ValidationError):
+        mem.episodes.search(alice, "x", k=0)
+    with pytest.raises(ValidationError):
+        mem.recall(alice, "x", decision="guess")
+    with pytest.raises(ValidationError):
+        mem.recall(alice, "x", k=-1)
+    with pytest.raises(ValidationError):
+        mem.facts.current(alice, limit=-3)
+    with pytest.raises(ValidationError):
+        mem.get("no-colon")
