@@ -3,8 +3,9 @@
 Measures, for the default embedder (``get_embedder("minilm")`` settings, or
 ``--spec``):
 
-- cold import time of ``memstrata.embeddings`` (fresh interpreters; the
-  import alone and the whole ``python -c 'import ...'`` process),
+- cold import time of ``memstrata.embeddings`` (fresh interpreters), split
+  into the ``memstrata`` package's own import and this module's share, the
+  whole ``python -c`` process, and which heavy modules got imported,
 - model load time (``load()``) and the first embed after it,
 - single-query latency (median, p95, mean, max) over ``--queries`` distinct
   queries after a warm-up,
@@ -79,24 +80,38 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def cold_import(runs: int = 5) -> dict[str, Any]:
+    """Fresh interpreters: the package import, then memstrata.embeddings on top of it."""
     code = (
-        "import time; t = time.perf_counter(); import memstrata.embeddings; "
-        "print(time.perf_counter() - t)"
+        "import json, sys, time\n"
+        "t0 = time.perf_counter(); import memstrata\n"
+        "t1 = time.perf_counter(); import memstrata.embeddings\n"
+        "t2 = time.perf_counter()\n"
+        "heavy = ('numpy', 'httpx', 'onnxruntime', 'tokenizers', 'pydantic')\n"
+        "print(json.dumps({'package': t1 - t0, 'module': t2 - t1,"
+        " 'loaded': [m for m in heavy if m in sys.modules]}))\n"
     )
     inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *inherited])}
-    imports, processes = [], []
+    package, module, processes = [], [], []
+    loaded: list[str] = []
     for _ in range(runs):
         start = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
         )
         processes.append(time.perf_counter() - start)
-        imports.append(float(done.stdout.strip()))
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        package.append(row["package"])
+        module.append(row["module"])
+        loaded = row["loaded"]
     return {
         "runs": runs,
-        "import_ms_median": statistics.median(imports) * 1000,
+        "import_ms_median": statistics.median(p + m for p, m in zip(package, module, strict=True))
+        * 1000,
+        "package_init_ms_median": statistics.median(package) * 1000,
+        "embeddings_module_ms_median": statistics.median(module) * 1000,
         "process_ms_median": statistics.median(processes) * 1000,
+        "heavy_modules_after_import": loaded,
     }
 
 
@@ -194,8 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     ci = result["cold_import"]
     print(f"embedder           {result['model_name']} ({result['dims']} dims, spec {args.spec!r})")
     print(
-        f"cold import        {ci['import_ms_median']:.1f} ms import, "
-        f"{ci['process_ms_median']:.0f} ms whole process"
+        f"cold import        {ci['import_ms_median']:.1f} ms (memstrata package "
+        f"{ci['package_init_ms_median']:.1f} ms + embeddings module "
+        f"{ci['embeddings_module_ms_median']:.1f} ms); whole process "
+        f"{ci['process_ms_median']:.0f} ms; heavy modules loaded: "
+        f"{', '.join(ci['heavy_modules_after_import']) or 'none'}"
     )
     if "load_ms" in result:
         print(f"model load         {result['load_ms']:.0f} ms")

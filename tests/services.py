@@ -384,6 +384,8 @@ def _ensure_template(svc: PostgresService) -> None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(_TEMPLATE_DB)))
             with psycopg.connect(svc.url("postgres", None, _TEMPLATE_DB), autocommit=True) as t:
                 t.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                # Frozen like template1, so copies carry no hint-bit work.
+                t.execute("VACUUM (FREEZE)")
             conn.execute(
                 sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false").format(
                     sql.Identifier(_TEMPLATE_DB)
@@ -555,7 +557,7 @@ def start_redis(base_dir: Path | None = None) -> RedisService:
                     if client.ping():
                         atexit.register(svc.stop)
                         return svc
-                except redis.ConnectionError as exc:
+                except (redis.ConnectionError, redis.TimeoutError) as exc:
                     last_error = str(exc)
                     time.sleep(0.02)
         finally:

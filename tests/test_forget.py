@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memstrata import AccessDenied, ManualClock, Memory, Scope
 from conftest import row_counts
+from memstrata import AccessDenied, ManualClock, Memory, Scope
 
 SECRETISH = "Quokkaberry7731"
 

@@ -229,6 +229,22 @@ def test_databases_are_separate_and_dropped(pg_service: PostgresService) -> None
     assert left == (0,) and roles == (0,)
 
 
+def test_module_database_has_vector_and_owner_can_rerun_migration_ddl(
+    pg_module_database: AppDatabase,
+) -> None:
+    with psycopg.connect(pg_module_database.owner_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        version = conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
+        # Why the template installs it: only a superuser may create an untrusted extension.
+        trusted = conn.execute(
+            "SELECT bool_or(trusted) FROM pg_available_extension_versions WHERE name = 'vector'"
+        ).fetchone()
+    assert version is not None and version[0] >= "0.8"
+    assert trusted == (False,)
+
+
 def test_create_app_database_unpacks_to_owner_and_app_urls(pg_database: AppDatabase) -> None:
     owner_url, app_url = pg_database
     assert (owner_url, app_url) == (pg_database.owner_url, pg_database.app_url)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from memstrata import Memory, Scope, ValidationError
 from conftest import row_counts
+from memstrata import Memory, Scope, ValidationError
 
 GOOD: dict[str, Any] = dict(claim="Prefers tabs", kind="preference", subject="alice",
                             attribute="indent", actor="user", source="chat", confidence=0.9)

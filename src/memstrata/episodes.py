@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from .clock import from_text
 from .errors import NotFound, ValidationError
@@ -72,7 +72,7 @@ class EpisodeInput(_Model):
     expires_at: datetime | None = None
     supersedes: str | None = None
     readers: list[str] | None = None
-    flags: list[str] = []
+    flags: list[str] = Field(default_factory=list)
 
     @field_validator("text", mode="before")
     @classmethod

@@ -17,6 +17,7 @@ Contract:
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -189,8 +190,9 @@ class Facts:
         vectors = self._rt.index.vectors
         if vectors is None:
             return []
-        return vectors.similar_facts(cand.scope, cand.kind, cand.claim,
-                                     self._rt.policy.config.dedup_cosine)
+        found: list[tuple[str, float]] = vectors.similar_facts(
+            cand.scope, cand.kind, cand.claim, self._rt.policy.config.dedup_cosine)
+        return found
 
     def _find_duplicate(self, tx: Tx, cand: Candidate, active: Row | None,
                         similar: list[tuple[str, float]]) -> Row | None:
@@ -249,7 +251,7 @@ class Facts:
         return [fact_from_row(r) for r in rows]
 
     def list(self, scope: Scope | dict[str, Any], *, status: str | None = None,
-             principal: str | None = None, limit: int = 200) -> list[Fact]:
+             principal: str | None = None, limit: int = 200) -> builtins.list[Fact]:
         """Facts of any status that apply to the scope (for people and exports)."""
         scope = make_scope(scope)
         cond = "1 = 1" if status is None else "r.status = ?"
@@ -260,7 +262,7 @@ class Facts:
 
     def _select(self, scope: Scope, principal: str | None, cond: str, *,
                 extra: Sequence[Any] = (), kind: str | None = None, tier: str | None = None,
-                limit: int = 40, include_expired: bool = False) -> list[Row]:
+                limit: int = 40, include_expired: bool = False) -> builtins.list[Row]:
         where, params = applies_sql(scope)
         sql = (f"SELECT {SCOPE_COLUMNS}, {_COLUMNS} FROM facts r WHERE {where} AND {cond} "
                f"AND {self._rt.db.readers_clause('r.readers')}")
@@ -282,7 +284,7 @@ class Facts:
         with self._rt.db.transaction(scope.tenant, write=False) as tx:
             return tx.all(sql, params)
 
-    def history(self, fact_id: str, *, tenant: str | None = None) -> list[Fact]:
+    def history(self, fact_id: str, *, tenant: str | None = None) -> builtins.list[Fact]:
         """Every version of this fact's slot lineage, oldest first."""
         tenant = tenant or self._rt.default_tenant
         with self._rt.db.transaction(tenant, write=False) as tx:
@@ -316,7 +318,7 @@ class Review:
         self._facts = facts
 
     def pending(self, scope: Scope | dict[str, Any], *, principal: str | None = None,
-                limit: int = 200) -> list[Fact]:
+                limit: int = 200) -> builtins.list[Fact]:
         scope = make_scope(scope)
         rows = self._facts._select(scope, principal, "r.status = 'pending_review'",
                                    limit=limit, include_expired=True)

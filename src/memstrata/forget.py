@@ -90,7 +90,7 @@ def forget(rt: Runtime, scratch: ScratchStore, scope: Scope, *, match: str | Non
         counts["scratch"] = 0 if dry_run else scratch.forget(scope, match)
     else:
         counts["scratch"] = 0
-    if not dry_run and sum(counts.values()):
+    if not dry_run and any(counts.values()):
         rt.db.compact()
     counts["vectors"] = 0 if dry_run else counts.get("facts", 0) + counts.get("episodes", 0)
     return ForgetReport(scope=scope, counts=counts, ids=removed, dry_run=dry_run)

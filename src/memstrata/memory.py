@@ -11,7 +11,7 @@ scratchpad is discarded when it ends.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -25,7 +25,17 @@ from .facts import Facts, Review
 from .forget import forget as _forget
 from .ids import new_id
 from .ledger import Ledger
-from .models import Checkpoint, Context, Episode, Fact, ForgetReport, Operation, Scope, make_scope
+from .models import (
+    Checkpoint,
+    Context,
+    Episode,
+    Fact,
+    ForgetReport,
+    Hit,
+    Operation,
+    Scope,
+    make_scope,
+)
 from .policy import PolicyConfig, WritePolicy
 from .recall import Recall
 from .recall import recall as _recall
@@ -62,6 +72,9 @@ class Memory:
         self.ledger = Ledger(self.rt)
         self.scratch_store: ScratchStore = scratch_store or SQLScratchStore(self.rt)
         self._procedures: Any = None
+        #: Replaces :func:`memstrata.ranking.rank_candidates` (same signature) in ``recall``
+        #: when set; the seam the evaluation harness uses to compare rankers.
+        self.ranker: Callable[..., tuple[list[Hit], int]] | None = None
 
     @classmethod
     def open(cls, url: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,

@@ -61,7 +61,7 @@ def clean_text(value: Any, *, field: str, max_len: int, allow_empty: bool = Fals
         raise ValueError(f"{field} must not be empty")
     if len(value) > max_len:
         raise ValueError(f"{field} is {len(value)} characters; the limit is {max_len}")
-    return value
+    return str(value)
 
 
 def _check_name(value: Any, field: str) -> str | None:
@@ -172,7 +172,7 @@ def _readers(v: Any) -> list[str] | None:
         return None
     if isinstance(v, str) or not isinstance(v, list | tuple | set | frozenset):
         raise ValueError("readers must be a list of principal names or None")
-    out = sorted({str(_check_name(x, "reader")) for x in v})
+    out: list[str] = sorted({str(_check_name(x, "reader")) for x in v})
     if not out:
         raise ValueError("readers must name at least one principal (None means the whole scope)")
     return out

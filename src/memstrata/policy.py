@@ -220,8 +220,10 @@ class WritePolicy:
                     "never stored; keep them in a secret manager and store a reference",
                     tuple(f"secret:{d}" for d in secret_detectors),
                 )
-            update = {k: redact(texts[k], reports[k]) for k in ("claim", "evidence", "source")
-                      if k in reports and reports[k].has_secret}
+            update: dict[str, Any] = {
+                k: redact(texts[k], reports[k]) for k in ("claim", "evidence", "source")
+                if k in reports and reports[k].has_secret
+            }
             cand = cand.model_copy(update=update)
         if any(r.has_pii for r in reports.values()) and cand.sensitivity != "restricted":
             cand = cand.model_copy(update={"sensitivity": "restricted"})

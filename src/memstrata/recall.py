@@ -63,7 +63,7 @@ class Recall(_Model):
     considered: int = 0
     empty_reason: str | None = None
 
-    def __iter__(self) -> Any:  # type: ignore[override]
+    def __iter__(self) -> Any:
         return iter(self.items)
 
     def __len__(self) -> int:
@@ -109,8 +109,9 @@ def recall(mem: Memory, scope: Scope | dict[str, Any], need: str, *, decision: s
     from .ranking import rank_candidates
 
     scope, need, rule, chosen = validate_request(scope, need, decision, layers, k, budget_tokens)
-    ranked, considered = rank_candidates(mem, scope, need, rule, chosen, k=k,
-                                         principal=principal, since=since, until=until)
+    rank = mem.ranker or rank_candidates
+    ranked, considered = rank(mem, scope, need, rule, chosen, k=k, principal=principal,
+                              since=since, until=until)
     now = mem.clock.now()
     items: list[Hit] = []
     used = 0

@@ -44,7 +44,7 @@ def screen_episode(item: EpisodeInput) -> EpisodeInput:
     if item.actor in UNTRUSTED:
         found = detect_injection(str(updates.get("text", item.text)))
         if found:
-            flags += ["untrusted", "quarantined"] + sorted({f"injection:{f.rule}" for f in found})
+            flags += ["untrusted", "quarantined", *sorted({f"injection:{f.rule}" for f in found})]
     if flags != list(item.flags):
         updates["flags"] = sorted(set(flags))
     return item.model_copy(update=updates) if updates else item

@@ -116,7 +116,8 @@ def open_database(url: str | os.PathLike[str] | None = None, **options: Any) -> 
                 "the PostgreSQL backend needs psycopg",
                 hint="pip install 'memstrata[postgres]'",
             ) from exc
-        return PostgresDatabase.from_url(resolved, **options)
+        db: Database = PostgresDatabase.from_url(resolved, **options)
+        return db
     raise ConfigError(
         f"unknown database URL {resolved!r}",
         hint="use sqlite:///path/memory.db or postgresql://user@host/db",

@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import re
 
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are aren't as at be because been
-    before being below between both but by can could did didn't do does doesn't doing don't
-    down during each few for from further had has have having he her here hers herself him
-    himself his how i if in into is isn't it it's its itself just let's me more most my myself
-    no nor not of off on once only or other ought our ours ourselves out over own same she
-    should so some such than that that's the their theirs them themselves then there these
-    they this those through to too under until up very was wasn't we were weren't what when
-    where which while who whom why will with would you your yours yourself yourselves
-    ever also would've could've should've yes s t d ll m o re ve y""".split()
-)
+STOPWORDS = frozenset({
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any",
+    "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below",
+    "between", "both", "but", "by", "can", "could", "did", "didn't", "do", "does",
+    "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further",
+    "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him",
+    "himself", "his", "how", "i", "if", "in", "into", "is", "isn't", "it", "it's", "its",
+    "itself", "just", "let's", "me", "more", "most", "my", "myself", "no", "nor", "not",
+    "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves",
+    "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that",
+    "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "these",
+    "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was",
+    "wasn't", "we", "were", "weren't", "what", "when", "where", "which", "while", "who",
+    "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself",
+    "yourselves", "ever", "also", "would've", "could've", "should've", "yes", "s", "t", "d",
+    "ll", "m", "o", "re", "ve", "y",
+})
 
 _WORD_RE = re.compile(r"[\w][\w'\-]*", re.UNICODE)
 

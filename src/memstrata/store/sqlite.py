@@ -65,7 +65,8 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             readers TEXT, last_confirmed_at TEXT, reviewer TEXT, flags TEXT NOT NULL DEFAULT '[]',
             feedback_score INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (tenant, id),
-            CHECK (status IN ('active','pending_review','superseded','retired','expired','rejected')),
+            CHECK (status IN ('active', 'pending_review', 'superseded', 'retired', 'expired',
+                              'rejected')),
             CHECK (confidence >= 0 AND confidence <= 1)
         );
         CREATE UNIQUE INDEX facts_one_active_per_slot

@@ -1,0 +1,766 @@
+"""Procedural memory: versioned workflows with eval-gated activation (DESIGN §2, §3).
+
+A :class:`Procedure` is a named, versioned workflow: ``preconditions`` that
+must hold, ordered ``steps``, ``escalate_if`` conditions that hand the work to
+a person, and ``cases`` that pin down how it must behave. It is evaluated
+against a :class:`ProcedureState` — the set of conditions that hold and the
+steps already done.
+
+Evaluation semantics (:func:`evaluate`, pure, no store), first rule that
+fires wins:
+
+1. **escalate** — the first condition of ``escalate_if`` (declared order)
+   that holds. Escalation beats everything: a person must look even when the
+   procedure could otherwise proceed or is complete.
+2. **blocked** on a precondition — the first precondition (declared order)
+   that does not hold.
+3. **complete** — every step is done or does not apply (see ``when``).
+4. Otherwise the *first* step, in declared order, that is not done and
+   applies. Steps are strictly ordered: a later step is never offered while
+   an earlier one is pending. If that step's own ``requires`` conditions all
+   hold it is the **next_step**; else the result is **blocked** on its first
+   missing requirement.
+
+A step's ``when`` conditions say whether it applies at all (e.g. "migrate"
+only ``when: [schema_changed]``); a step that does not apply is skipped, not
+waited for. Conditions and step names are plain names (no negation); a
+``done`` entry naming an unknown step is a ValidationError, because a typo
+there would silently re-run a finished step.
+
+A case is ``{"state": {"conditions": [...], "done": [...]}, "expect": E}``
+with ``E`` exactly one of ``{"next_step": STEP}``, ``{"escalate": COND}``,
+``{"blocked": COND}``, ``{"complete": true}``. Cases are checked when the
+procedure is built: they may only name steps and conditions the procedure
+declares.
+
+Store contract (:class:`Procedures`, reached as ``mem.procedures``):
+
+- ``propose`` stores a new version with status ``proposed`` (whatever status
+  the input carried); anyone, an agent included, may propose. The version is
+  ``max + 1`` when omitted; an existing version number is a Conflict unless
+  the content is identical (then the stored version is returned: adding the
+  same file twice is harmless). Version content is never changed afterwards.
+- ``activate(name, version, activated_by=PERSON)`` runs every case of that
+  version; any failure (or no cases at all) raises
+  :class:`~memstrata.errors.ActivationRefused` with the :class:`CaseReport`
+  in ``details["report"]``, records a ``refused`` event and changes nothing
+  else. Activation is a person's act: an ``activated_by`` of ``agent`` or
+  ``agent:*`` is AccessDenied.
+- Exactly one active version per (tenant, scope, name) — a partial unique
+  index — and the previously active version becomes ``inactive``.
+- ``rollback(name, by=PERSON)`` is undo: the active version becomes
+  ``rolled_back`` and the most recently active ``inactive`` version is active
+  again; rolling back twice goes two activations back. Nothing to go back to
+  is a Conflict.
+- Every proposal, activation, refusal, deactivation and rollback is an event
+  in ``history(name)`` (oldest first), kept in the version rows' JSON.
+- Scope: procedures belong to the tenant by default (``Scope(tenant=...)``);
+  pass ``scope=`` for a user- or project-specific procedure. Management calls
+  (propose, get, versions, list, activate, rollback, history) address exactly
+  that scope; ``active`` and ``next_step`` read like every other layer — the
+  most specific scope that applies to the request wins.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, field_validator, model_validator
+
+from .clock import from_text
+from .errors import AccessDenied, ActivationRefused, Conflict, NotFound, ValidationError
+from .models import MAX_NAME, MAX_TEXT, Scope, _check_name, _Model, build, clean_text, make_scope
+from .runtime import Runtime
+from .scoping import SCOPE_COLUMNS, applies_sql, exact_sql, scope_from_row, scope_values
+from .store.base import Row, Tx
+
+ProcedureStatus = Literal["proposed", "active", "inactive", "rolled_back"]
+DecisionKind = Literal["next_step", "escalate", "blocked", "complete"]
+EventAction = Literal["proposed", "activated", "deactivated", "refused", "rolled_back"]
+EXPECT_KEYS: tuple[str, ...] = ("next_step", "escalate", "blocked", "complete")
+#: Fields that make up a version's content (what propose stores and diff compares).
+CONTENT_FIELDS: tuple[str, ...] = ("name", "version", "description", "owner", "preconditions",
+                                   "steps", "escalate_if", "cases")
+MAX_ITEMS = 200
+
+
+def _name(v: Any, field: str) -> str:
+    out = _check_name(v, field)
+    if out is None:
+        raise ValueError(f"{field} must be set")
+    return out
+
+
+def _names(v: Any, field: str) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str) or not isinstance(v, list | tuple | set | frozenset):
+        raise ValueError(f"{field} must be a list of names")
+    if len(v) > MAX_ITEMS:
+        raise ValueError(f"{field} has {len(v)} items; the limit is {MAX_ITEMS}")
+    out = [_name(x, field) for x in v]
+    dupes = sorted({x for x in out if out.count(x) > 1})
+    if dupes:
+        raise ValueError(f"{field} repeats {', '.join(dupes)}")
+    return out
+
+
+class Step(_Model):
+    """One step: a name, what to do, and the conditions it requires / applies under."""
+
+    name: str
+    text: str | None = None
+    requires: list[str] = Field(default_factory=list)
+    when: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, v: Any) -> Any:
+        # YAML lets a plain string stand for a step with only a name.
+        return {"name": v} if isinstance(v, str) else v
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _n(cls, v: Any) -> str:
+        return _name(v, "step name")
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _t(cls, v: Any) -> str | None:
+        return None if v is None else clean_text(v, field="step text", max_len=MAX_TEXT)
+
+    @field_validator("requires", "when", mode="before")
+    @classmethod
+    def _c(cls, v: Any, info: Any) -> list[str]:
+        return _names(v, str(info.field_name))
+
+
+class ProcedureState(_Model):
+    """What holds now: the conditions that are true and the steps already done."""
+
+    conditions: list[str] = Field(default_factory=list)
+    done: list[str] = Field(default_factory=list)
+
+    @field_validator("conditions", "done", mode="before")
+    @classmethod
+    def _c(cls, v: Any, info: Any) -> list[str]:
+        # A state is a set: repeating a condition is harmless, so dedupe instead of refusing.
+        if isinstance(v, list | tuple | set | frozenset):
+            v = list(dict.fromkeys(v))
+        return _names(v, str(info.field_name))
+
+
+class CaseExpect(_Model):
+    """Exactly one expected decision."""
+
+    next_step: str | None = None
+    escalate: str | None = None
+    blocked: str | None = None
+    complete: bool | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> CaseExpect:
+        given = [k for k in EXPECT_KEYS if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("expect must be exactly one of next_step, escalate, blocked, "
+                             f"complete (got {', '.join(given) or 'none'})")
+        if self.complete is False:
+            raise ValueError("expect.complete can only be true")
+        return self
+
+    @property
+    def kind(self) -> DecisionKind:
+        for k in EXPECT_KEYS:
+            if getattr(self, k) is not None:
+                return k  # type: ignore[return-value]
+        raise AssertionError("validated to have one key")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {self.kind: getattr(self, self.kind)}
+
+
+class Case(_Model):
+    """One eval case: a state and the decision the procedure must make in it."""
+
+    name: str | None = None
+    state: ProcedureState = Field(default_factory=ProcedureState)
+    expect: CaseExpect
+
+
+class StepDecision(_Model):
+    """What to do now: the next step, escalate, blocked (on what), or complete."""
+
+    kind: DecisionKind
+    step: str | None = None
+    condition: str | None = None
+    text: str | None = None
+    reason: str
+
+    def as_expect(self) -> dict[str, Any]:
+        """The decision in case-``expect`` form, e.g. ``{"blocked": "approved"}``."""
+        if self.kind == "complete":
+            return {"complete": True}
+        return {self.kind: self.step if self.kind == "next_step" else self.condition}
+
+    def matches(self, expect: CaseExpect) -> bool:
+        return self.as_expect() == expect.as_dict()
+
+
+class Procedure(_Model):
+    """A versioned workflow (DESIGN §3); status and activation fields are set by the store."""
+
+    name: str
+    version: int | None = Field(default=None, ge=1)
+    description: str | None = None
+    owner: str | None = None
+    preconditions: list[str] = Field(default_factory=list)
+    steps: list[Step] = Field(min_length=1, max_length=MAX_ITEMS)
+    escalate_if: list[str] = Field(default_factory=list)
+    cases: list[Case] = Field(default_factory=list, max_length=MAX_ITEMS)
+    status: ProcedureStatus = "proposed"
+    scope: Scope | None = None
+    proposed_by: str | None = None
+    created_at: datetime | None = None
+    activated_at: datetime | None = None
+    activated_by: str | None = None
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _n(cls, v: Any) -> str:
+        return _name(v, "name")
+
+    @field_validator("description", mode="before")
+    @classmethod
+    def _d(cls, v: Any) -> str | None:
+        return None if v is None else clean_text(v, field="description", max_len=MAX_TEXT)
+
+    @field_validator("owner", "proposed_by", "activated_by", mode="before")
+    @classmethod
+    def _o(cls, v: Any, info: Any) -> str | None:
+        return None if v is None else clean_text(v, field=str(info.field_name), max_len=MAX_NAME)
+
+    @field_validator("preconditions", "escalate_if", mode="before")
+    @classmethod
+    def _c(cls, v: Any, info: Any) -> list[str]:
+        return _names(v, str(info.field_name))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Procedure:
+        names = [s.name for s in self.steps]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"step names must be unique; repeated: {', '.join(dupes)}")
+        both = sorted(set(self.preconditions) & set(self.escalate_if))
+        if both:
+            raise ValueError(f"{', '.join(both)} is both a precondition and an escalation "
+                             "condition: the procedure could never proceed")
+        requirable = set(self.preconditions) | {c for s in self.steps for c in s.requires}
+        case_names = [c.name for c in self.cases if c.name]
+        if len(case_names) != len(set(case_names)):
+            raise ValueError("case names must be unique")
+        for i, case in enumerate(self.cases, 1):
+            label = f"case {case.name or i}"
+            unknown = [d for d in case.state.done if d not in names]
+            if unknown:
+                raise ValueError(f"{label}: done names unknown step(s) {', '.join(unknown)}")
+            e = case.expect
+            if e.next_step is not None and e.next_step not in names:
+                raise ValueError(f"{label}: expects next_step {e.next_step!r}, not a step")
+            if e.escalate is not None and e.escalate not in self.escalate_if:
+                raise ValueError(f"{label}: expects escalate {e.escalate!r}, not in escalate_if")
+            if e.blocked is not None and e.blocked not in requirable:
+                raise ValueError(f"{label}: expects blocked on {e.blocked!r}, which is neither "
+                                 "a precondition nor a step requirement")
+        return self
+
+    @property
+    def ref(self) -> str:
+        return f"procedure:{self.name}@{self.version}"
+
+    def step(self, name: str) -> Step:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise NotFound(f"procedure {self.name} has no step {name!r}")
+
+    def content(self) -> dict[str, Any]:
+        """The version's content as plain data (what is stored, dumped and compared)."""
+        return self.model_dump(mode="json", include=set(CONTENT_FIELDS))
+
+
+# -- pure evaluation ------------------------------------------------------
+def evaluate(proc: Procedure, state: ProcedureState | Mapping[str, Any]) -> StepDecision:
+    """The decision for ``state``; see the module docstring for the rules and their order."""
+    if not isinstance(state, ProcedureState):
+        state = build(ProcedureState, **dict(state))
+    names = {s.name for s in proc.steps}
+    unknown = [d for d in state.done if d not in names]
+    if unknown:
+        raise ValidationError(f"done names unknown step(s) of {proc.name}: {', '.join(unknown)}",
+                              hint="steps: " + ", ".join(s.name for s in proc.steps))
+    holds = set(state.conditions)
+    done = set(state.done)
+    for cond in proc.escalate_if:
+        if cond in holds:
+            return StepDecision(kind="escalate", condition=cond,
+                                reason=f"{cond} holds: hand this to a person")
+    for cond in proc.preconditions:
+        if cond not in holds:
+            return StepDecision(kind="blocked", condition=cond,
+                                reason=f"precondition {cond} does not hold")
+    for step in proc.steps:
+        if step.name in done or not all(c in holds for c in step.when):
+            continue
+        missing = [c for c in step.requires if c not in holds]
+        if missing:
+            return StepDecision(kind="blocked", step=step.name, condition=missing[0],
+                                text=step.text,
+                                reason=f"step {step.name} requires {missing[0]}")
+        return StepDecision(kind="next_step", step=step.name, text=step.text,
+                            reason=f"first pending step of {proc.name}")
+    return StepDecision(kind="complete", reason="every applicable step is done")
+
+
+class CaseResult(_Model):
+    """One case run: what was expected and what the procedure decided."""
+
+    index: int
+    name: str | None = None
+    state: ProcedureState
+    expected: dict[str, Any]
+    actual: dict[str, Any]
+    passed: bool
+
+    @property
+    def label(self) -> str:
+        return self.name or f"#{self.index}"
+
+
+class CaseReport(_Model):
+    """Every case of one procedure version, run against :func:`evaluate`."""
+
+    name: str
+    version: int | None
+    results: list[CaseResult]
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [r for r in self.results if not r.passed]
+
+    @property
+    def ok(self) -> bool:
+        """True when there is at least one case and every case passed."""
+        return bool(self.results) and not self.failures
+
+    def summary(self) -> str:
+        if not self.results:
+            return f"{self.name} v{self.version}: no eval cases (at least one is required)"
+        head = (f"{self.name} v{self.version}: {len(self.results) - len(self.failures)}/"
+                f"{len(self.results)} cases pass")
+        lines = [head] + [
+            f"  case {r.label}: expected {r.expected}, got {r.actual} "
+            f"(conditions={r.state.conditions}, done={r.state.done})" for r in self.failures]
+        return "\n".join(lines)
+
+
+def run_cases(proc: Procedure) -> CaseReport:
+    """Run every case of ``proc``; never raises for a failing case."""
+    results = []
+    for i, case in enumerate(proc.cases, 1):
+        decision = evaluate(proc, case.state)
+        results.append(CaseResult(index=i, name=case.name, state=case.state,
+                                  expected=case.expect.as_dict(), actual=decision.as_expect(),
+                                  passed=decision.matches(case.expect)))
+    return CaseReport(name=proc.name, version=proc.version, results=results)
+
+
+# -- YAML and diff --------------------------------------------------------
+def load_procedure(source: str | Path | Mapping[str, Any]) -> Procedure:
+    """A Procedure from a mapping, a YAML file path or YAML text."""
+    if isinstance(source, Mapping):
+        data: Any = dict(source)
+    else:
+        text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValidationError(f"procedure YAML does not parse: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValidationError("a procedure must be a YAML mapping with name, steps, cases...")
+    return build(Procedure, **data)
+
+
+def dump_procedure(proc: Procedure) -> str:
+    """The version's content as YAML (round-trips through :func:`load_procedure`)."""
+    data = {k: v for k, v in proc.content().items() if v not in (None, [])}
+    data["steps"] = [_compact_step(s) for s in data["steps"]]
+    if "cases" in data:
+        data["cases"] = [{k: v for k, v in c.items() if v is not None} for c in data["cases"]]
+        for c in data["cases"]:
+            c["expect"] = {k: v for k, v in c["expect"].items() if v is not None}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _compact_step(step: dict[str, Any]) -> Any:
+    kept = {k: v for k, v in step.items() if v not in (None, [])}
+    return kept["name"] if list(kept) == ["name"] else kept
+
+
+class ProcedureDiff(_Model):
+    """What changed between two versions: a summary per element and a unified YAML diff."""
+
+    name: str
+    from_version: int | None
+    to_version: int | None
+    changes: list[str]
+    unified: str
+
+    @property
+    def same(self) -> bool:
+        return not self.changes
+
+
+def diff(a: Procedure, b: Procedure) -> ProcedureDiff:
+    """Changes from ``a`` to ``b`` (steps, conditions, cases, owner, description)."""
+    changes: list[str] = []
+    for field in ("description", "owner"):
+        if getattr(a, field) != getattr(b, field):
+            changes.append(f"~ {field}: {getattr(a, field)!r} -> {getattr(b, field)!r}")
+    for field, label in (("preconditions", "precondition"), ("escalate_if", "escalate_if")):
+        old, new = getattr(a, field), getattr(b, field)
+        changes += [f"- {label} {c}" for c in old if c not in new]
+        changes += [f"+ {label} {c}" for c in new if c not in old]
+    old_steps = {s.name: s for s in a.steps}
+    new_steps = {s.name: s for s in b.steps}
+    changes += [f"- step {n}" for n in old_steps if n not in new_steps]
+    changes += [f"+ step {n}" for n in new_steps if n not in old_steps]
+    for n, s in new_steps.items():
+        if n in old_steps and old_steps[n] != s:
+            what = [f for f in ("text", "requires", "when") if getattr(old_steps[n], f)
+                    != getattr(s, f)]
+            changes.append(f"~ step {n}: {', '.join(what)} changed")
+    common = [n for n in old_steps if n in new_steps]
+    if common != [n for n in new_steps if n in old_steps]:
+        changes.append("~ step order changed")
+    old_cases = [c.model_dump(mode="json") for c in a.cases]
+    new_cases = [c.model_dump(mode="json") for c in b.cases]
+    changes += [f"- case {c.get('name') or c['expect']}" for c in old_cases if c not in new_cases]
+    changes += [f"+ case {c.get('name') or c['expect']}" for c in new_cases if c not in old_cases]
+    unified = "".join(difflib.unified_diff(
+        dump_procedure(a).splitlines(keepends=True), dump_procedure(b).splitlines(keepends=True),
+        fromfile=f"{a.name}@{a.version}", tofile=f"{b.name}@{b.version}"))
+    return ProcedureDiff(name=b.name, from_version=a.version, to_version=b.version,
+                         changes=changes, unified=unified)
+
+
+# -- the store layer ------------------------------------------------------
+class ProcedureEvent(_Model):
+    """One entry of a procedure's history."""
+
+    seq: int
+    version: int
+    action: EventAction
+    at: datetime
+    by: str | None = None
+    detail: str | None = None
+
+
+_COLUMNS = "name, version, status, data, owner, created_at, activated_at, activated_by"
+
+
+def _data(row: Row) -> dict[str, Any]:
+    raw = row["data"]
+    return dict(raw) if isinstance(raw, dict) else dict(json.loads(raw))
+
+
+def procedure_from_row(row: Row) -> Procedure:
+    data = _data(row)
+    events = data.get("events", [])
+    proposed = next((e for e in events if e["action"] == "proposed"), None)
+    return build(Procedure, **data["procedure"]).model_copy(update={
+        "version": int(row["version"]), "status": row["status"], "scope": scope_from_row(row),
+        "owner": row["owner"], "created_at": from_text(row["created_at"]),
+        "activated_at": from_text(row["activated_at"]), "activated_by": row["activated_by"],
+        "proposed_by": proposed.get("by") if proposed else None,
+    })
+
+
+class Procedures:
+    """The procedures layer; reached as ``mem.procedures``."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+
+    def _scope(self, scope: Scope | dict[str, Any] | None) -> Scope:
+        return make_scope(scope) if scope is not None else Scope(tenant=self._rt.default_tenant)
+
+    # -- writes -----------------------------------------------------------
+    def propose(self, proc: Procedure | Mapping[str, Any] | str | Path, *,
+                scope: Scope | dict[str, Any] | None = None,
+                proposed_by: str | None = None) -> Procedure:
+        """Store a new version with status ``proposed``; returns it as stored."""
+        if not isinstance(proc, Procedure):
+            proc = load_procedure(proc)
+        sc = self._scope(scope)
+        by = None if proposed_by is None else _text(proposed_by, "proposed_by")
+        by = by or proc.owner
+        now = self._rt.clock.now()
+        with self._rt.db.transaction(sc.tenant) as tx:
+            rows = self._rows(tx, sc, proc.name)
+            version = proc.version or max((int(r["version"]) for r in rows), default=0) + 1
+            content = {**proc.content(), "version": version}
+            for r in rows:
+                if int(r["version"]) == version:
+                    if _data(r)["procedure"] == content:
+                        return procedure_from_row(r)
+                    raise Conflict(f"procedure {proc.name} v{version} already exists with "
+                                   "different content",
+                                   hint="omit version to get the next one, or pick a new one")
+            seq = _next_seq(rows)
+            data = {"procedure": content, "events": [_event(seq, version, "proposed", now, by)]}
+            tx.execute(f"INSERT INTO procedures ({SCOPE_COLUMNS}, {_COLUMNS}) VALUES "
+                       "(?, ?, ?, ?, ?, ?, ?, 'proposed', ?, ?, ?, NULL, NULL)",
+                       (*scope_values(sc), proc.name, version, json.dumps(data), proc.owner,
+                        now))
+            row = self._row(tx, sc, proc.name, version)
+        return procedure_from_row(row)
+
+    def activate(self, name: str, version: int, *, activated_by: str,
+                 scope: Scope | dict[str, Any] | None = None) -> Procedure:
+        """Make ``version`` the active one if every case passes, else ActivationRefused."""
+        who = _person(activated_by, "activated_by")
+        sc = self._scope(scope)
+        with self._rt.db.transaction(sc.tenant, write=False) as tx:
+            proc = procedure_from_row(self._row(tx, sc, name, version))
+        if proc.status == "active":
+            return proc
+        report = run_cases(proc)
+        now = self._rt.clock.now()
+        if not report.ok:
+            with self._rt.db.transaction(sc.tenant) as tx:
+                rows = self._rows(tx, sc, name)
+                self._add_event(tx, sc, _by_version(rows, version),
+                                _event(_next_seq(rows), version, "refused", now, who,
+                                       report.summary()))
+            raise ActivationRefused(
+                f"{name} v{version} was not activated: {report.summary()}",
+                hint="fix the procedure or its cases and propose a new version",
+                report=report)
+        with self._rt.db.transaction(sc.tenant) as tx:
+            rows = self._rows(tx, sc, name)
+            self._switch(tx, sc, rows, version, now, who, "activated", None)
+            row = self._row(tx, sc, name, version)
+        return procedure_from_row(row)
+
+    def rollback(self, name: str, *, by: str,
+                 scope: Scope | dict[str, Any] | None = None) -> Procedure:
+        """Undo the last activation: restore the previously active version."""
+        who = _person(by, "by")
+        sc = self._scope(scope)
+        now = self._rt.clock.now()
+        with self._rt.db.transaction(sc.tenant) as tx:
+            rows = self._rows(tx, sc, name)
+            if not rows:
+                raise NotFound(f"no procedure {name!r} in {sc}")
+            current = next((r for r in rows if r["status"] == "active"), None)
+            if current is None:
+                raise Conflict(f"procedure {name} has no active version to roll back")
+            previous = [r for r in rows if r["status"] == "inactive"]
+            if not previous:
+                raise Conflict(f"procedure {name} v{current['version']} has no earlier active "
+                               "version to restore")
+            target = max(previous, key=_last_activation)
+            self._switch(tx, sc, rows, int(target["version"]), now, who, "activated",
+                         f"rollback from v{current['version']}", displaced="rolled_back")
+            row = self._row(tx, sc, name, int(target["version"]))
+        return procedure_from_row(row)
+
+    def _switch(self, tx: Tx, sc: Scope, rows: list[Row], version: int, now: datetime,
+                who: str, action: EventAction, detail: str | None, *,
+                displaced: ProcedureStatus = "inactive") -> None:
+        target = _by_version(rows, version)
+        seq = _next_seq(rows)
+        bare, params = exact_sql(sc, "")
+        for r in rows:
+            if r["status"] == "active" and int(r["version"]) != version:
+                # the old one steps down first: the partial unique index allows one active
+                tx.execute(f"UPDATE procedures SET status = ? WHERE {bare} AND name = ? "
+                           "AND version = ?", (displaced, *params, r["name"], r["version"]))
+                act: EventAction = "rolled_back" if displaced == "rolled_back" else "deactivated"
+                self._add_event(tx, sc, r, _event(seq, int(r["version"]), act, now, who,
+                                                  f"replaced by v{version}"))
+                seq += 1
+        tx.execute(f"UPDATE procedures SET status = 'active', activated_at = ?, activated_by = ? "
+                   f"WHERE {bare} AND name = ? AND version = ?",
+                   (now, who, *params, target["name"], version))
+        self._add_event(tx, sc, self._row(tx, sc, target["name"], version),
+                        _event(seq, version, action, now, who, detail))
+
+    def _add_event(self, tx: Tx, sc: Scope, row: Row, event: dict[str, Any]) -> None:
+        data = _data(row)
+        data["events"] = [*data.get("events", []), event]
+        bare, params = exact_sql(sc, "")
+        tx.execute(f"UPDATE procedures SET data = ? WHERE {bare} AND name = ? AND version = ?",
+                   (json.dumps(data), *params, row["name"], row["version"]))
+
+    # -- reads ------------------------------------------------------------
+    def _rows(self, tx: Tx, sc: Scope, name: str) -> list[Row]:
+        where, params = exact_sql(sc)
+        return tx.all(f"SELECT {SCOPE_COLUMNS}, {_COLUMNS} FROM procedures r WHERE {where} "
+                      "AND r.name = ? ORDER BY r.version", (*params, _text(name, "name")))
+
+    def _row(self, tx: Tx, sc: Scope, name: str, version: int) -> Row:
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise ValidationError(f"version must be an integer, got {version!r}")
+        where, params = exact_sql(sc)
+        row = tx.one(f"SELECT {SCOPE_COLUMNS}, {_COLUMNS} FROM procedures r WHERE {where} "
+                     "AND r.name = ? AND r.version = ?", (*params, name, version))
+        if row is None:
+            raise NotFound(f"no procedure {name} v{version} in {sc}",
+                           hint="list versions with `memstrata procedures show NAME`")
+        return row
+
+    def get(self, name: str, version: int | None = None, *,
+            scope: Scope | dict[str, Any] | None = None) -> Procedure:
+        """One version; without ``version`` the active one, else the latest."""
+        sc = self._scope(scope)
+        with self._rt.db.transaction(sc.tenant, write=False) as tx:
+            if version is not None:
+                return procedure_from_row(self._row(tx, sc, name, version))
+            rows = self._rows(tx, sc, name)
+        if not rows:
+            raise NotFound(f"no procedure {name!r} in {sc}")
+        active = [r for r in rows if r["status"] == "active"]
+        return procedure_from_row(active[0] if active else rows[-1])
+
+    def versions(self, name: str, *,
+                 scope: Scope | dict[str, Any] | None = None) -> list[Procedure]:
+        """Every version, oldest first."""
+        sc = self._scope(scope)
+        with self._rt.db.transaction(sc.tenant, write=False) as tx:
+            rows = self._rows(tx, sc, name)
+        if not rows:
+            raise NotFound(f"no procedure {name!r} in {sc}")
+        return [procedure_from_row(r) for r in rows]
+
+    def active(self, name: str, *,
+               scope: Scope | dict[str, Any] | None = None) -> Procedure | None:
+        """The active version that applies to ``scope`` (most specific scope wins), or None."""
+        sc = self._scope(scope)
+        where, params = applies_sql(sc)
+        with self._rt.db.transaction(sc.tenant, write=False) as tx:
+            row = tx.one(
+                f"SELECT {SCOPE_COLUMNS}, {_COLUMNS} FROM procedures r WHERE {where} "
+                "AND r.name = ? AND r.status = 'active' ORDER BY "
+                "(CASE WHEN r.s_user IS NULL THEN 0 ELSE 1 END + CASE WHEN r.s_project IS NULL "
+                "THEN 0 ELSE 1 END + CASE WHEN r.s_agent IS NULL THEN 0 ELSE 1 END) DESC "
+                "LIMIT 1", (*params, _text(name, "name")))
+        return procedure_from_row(row) if row else None
+
+    def next_step(self, name: str, state: ProcedureState | Mapping[str, Any], *,
+                  scope: Scope | dict[str, Any] | None = None) -> StepDecision:
+        """Evaluate the active version against ``state``."""
+        proc = self.active(name, scope=scope)
+        if proc is None:
+            raise NotFound(f"procedure {name!r} has no active version",
+                           hint="activate one with `memstrata procedures activate`")
+        return evaluate(proc, state)
+
+    def check(self, name: str, version: int, *,
+              scope: Scope | dict[str, Any] | None = None) -> CaseReport:
+        """Run a version's cases without activating it."""
+        return run_cases(self.get(name, version, scope=scope))
+
+    def diff(self, name: str, v1: int, v2: int, *,
+             scope: Scope | dict[str, Any] | None = None) -> ProcedureDiff:
+        return diff(self.get(name, v1, scope=scope), self.get(name, v2, scope=scope))
+
+    def history(self, name: str, *,
+                scope: Scope | dict[str, Any] | None = None) -> list[ProcedureEvent]:
+        """Every proposal, activation, refusal, deactivation and rollback, oldest first."""
+        sc = self._scope(scope)
+        with self._rt.db.transaction(sc.tenant, write=False) as tx:
+            rows = self._rows(tx, sc, name)
+        if not rows:
+            raise NotFound(f"no procedure {name!r} in {sc}")
+        events = [ProcedureEvent(**e) for r in rows for e in _data(r).get("events", [])]
+        return sorted(events, key=lambda e: e.seq)
+
+    # defined last: inside the class body the name shadows the builtin in annotations
+    def list(self, *, scope: Scope | dict[str, Any] | None = None) -> list[Procedure]:
+        """One entry per name: the active version, else the latest; sorted by name."""
+        sc = self._scope(scope)
+        where, params = exact_sql(sc)
+        with self._rt.db.transaction(sc.tenant, write=False) as tx:
+            rows = tx.all(f"SELECT {SCOPE_COLUMNS}, {_COLUMNS} FROM procedures r WHERE {where} "
+                          "ORDER BY r.name, r.version", params)
+        chosen: dict[str, Row] = {}
+        for r in rows:
+            if chosen.get(r["name"], {}).get("status") != "active":
+                chosen[r["name"]] = r
+        return [procedure_from_row(r) for r in chosen.values()]
+
+
+def _event(seq: int, version: int, action: EventAction, at: datetime, by: str | None,
+           detail: str | None = None) -> dict[str, Any]:
+    return {"seq": seq, "version": version, "action": action, "at": at.isoformat(), "by": by,
+            "detail": detail}
+
+
+def _next_seq(rows: Sequence[Row]) -> int:
+    return max((int(e["seq"]) for r in rows for e in _data(r).get("events", [])), default=0) + 1
+
+
+def _last_activation(row: Row) -> int:
+    return max((int(e["seq"]) for e in _data(row).get("events", [])
+                if e["action"] == "activated"), default=0)
+
+
+def _by_version(rows: Sequence[Row], version: int) -> Row:
+    for r in rows:
+        if int(r["version"]) == version:
+            return r
+    raise NotFound(f"no version {version}")
+
+
+def _text(value: Any, field: str) -> str:
+    try:
+        return clean_text(value, field=field, max_len=MAX_NAME)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
+def _person(value: Any, field: str) -> str:
+    who = _text(value, field)
+    if who.lower() == "agent" or who.lower().startswith("agent:"):
+        raise AccessDenied(f"{field}={who!r}: an agent may propose a procedure, only a person "
+                           "activates or rolls one back", hint=f"pass {field}=<person's name>")
+    return who
+
+
+__all__ = [
+    "CONTENT_FIELDS",
+    "Case",
+    "CaseExpect",
+    "CaseReport",
+    "CaseResult",
+    "Procedure",
+    "ProcedureDiff",
+    "ProcedureEvent",
+    "ProcedureState",
+    "Procedures",
+    "Step",
+    "StepDecision",
+    "diff",
+    "dump_procedure",
+    "evaluate",
+    "load_procedure",
+    "procedure_from_row",
+    "run_cases",
+]

@@ -1,0 +1,743 @@
+"""Recognise secrets and personal data in text by their shape.
+
+Contract
+--------
+* :func:`scan` returns a :class:`ScanReport` of :class:`Finding` objects. A
+  finding names its detector, its kind (``"secret"`` or ``"pii"``) and the
+  character span ``[start, end)``; it never holds the matched text, so the
+  ``repr``/``str`` of a finding or report, and anything that logs one, cannot
+  leak a secret. This module itself never logs and does no I/O.
+* Findings do not overlap. When detectors overlap, the most specific one names
+  the finding and the span grows to the union of the overlapping spans, so a
+  redaction never leaves a fragment. PII overlapping a secret is dropped (the
+  secret span already covers it).
+* :func:`redact` replaces every secret span (and, with ``redact_pii=True``,
+  every PII span) with ``[REDACTED:<detector>]``.
+* Detectors are named regular expressions plus checks: Luhn for card numbers,
+  ISO 13616 mod-97 and country lengths for IBANs, header-decodes-to-JSON-with-
+  ``alg`` for JWTs, Shannon entropy and character-class mix for the generic
+  ``key = value`` detector, and a placeholder filter (``sk-...``,
+  ``ghp_XXXX``, ``<token>``, ``${VAR}``, ``user:password@``) for all of them.
+* :class:`SensitivityScanner` is configurable (extra patterns, disabled
+  detectors, entropy threshold, PII on/off); the module-level :func:`scan` and
+  :func:`redact` use one default instance.
+
+Decisions
+---------
+* Shape, not intent: a vendor's documented example key with a real key's
+  shape (``AKIAIOSFODNN7EXAMPLE``) is reported. An allow-list of "known
+  examples" would be a bypass, and redacting a documentation example loses
+  nothing. Likewise Stripe's public test card number is PII.
+* The generic detector only fires for a secret-named key (``api_key``,
+  ``client_secret``, ``SECRET_KEY``, ``x-api-key``...) whose last word is not a
+  descriptor (``token_type``, ``api_key_header``, ``private_key_path``) and
+  whose value looks random: 16+ characters, letters and digits, Shannon
+  entropy at or above the threshold (default 3.0 bits per character). A bare
+  high-entropy string with no key name is not reported (hashes, digests and
+  base64 payloads are far more common than naked secrets).
+* Passwords (``password=...``, ``"password": "..."``, ``the password is X``)
+  need no entropy: ``hunter2`` is a password. Words (``required``), code
+  (``getpass()``, ``self.password``, ``db_password``) and placeholders are not.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import ConfigError
+
+Kind = Literal["secret", "pii"]
+Locator = Callable[[re.Match[str]], "tuple[int, int] | None"]
+
+DEFAULT_ENTROPY_THRESHOLD = 3.0
+"""Minimum Shannon entropy (bits per character) of a generic secret value."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sensitive span: which detector, what kind, where. Never the value."""
+
+    detector: str
+    kind: Kind
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    """Every finding of one scan, ordered by position, non-overlapping."""
+
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def secrets(self) -> tuple[Finding, ...]:
+        """Findings of kind ``secret``."""
+        return tuple(f for f in self.findings if f.kind == "secret")
+
+    @property
+    def pii(self) -> tuple[Finding, ...]:
+        """Findings of kind ``pii``."""
+        return tuple(f for f in self.findings if f.kind == "pii")
+
+    @property
+    def has_secret(self) -> bool:
+        """Whether any secret was found."""
+        return any(f.kind == "secret" for f in self.findings)
+
+    @property
+    def has_pii(self) -> bool:
+        """Whether any personal data was found."""
+        return any(f.kind == "pii" for f in self.findings)
+
+    def detectors(self) -> list[str]:
+        """Sorted names of the detectors that fired."""
+        return sorted({f.detector for f in self.findings})
+
+
+@dataclass(frozen=True)
+class Detector:
+    """A named pattern. ``locate`` turns a match into the sensitive span or rejects it.
+
+    Without ``locate`` the span is the group named ``secret`` if the pattern
+    has one, else the whole match. Higher ``priority`` wins an overlap.
+    """
+
+    name: str
+    kind: Kind
+    pattern: re.Pattern[str]
+    locate: Locator | None = None
+    priority: int = 50
+
+    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+        """The sensitive spans this detector finds in ``text``."""
+        has_group = "secret" in self.pattern.groupindex
+        for m in self.pattern.finditer(text):
+            if self.locate is not None:
+                span = self.locate(m)
+            elif has_group and m.group("secret") is not None:
+                span = m.span("secret")
+            else:
+                span = m.span()
+            if span is not None and span[1] > span[0]:
+                yield span
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def shannon_entropy(value: str) -> float:
+    """Shannon entropy of ``value`` in bits per character (0 for the empty string)."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def luhn_valid(digits: str) -> bool:
+    """Whether a string of digits passes the Luhn checksum."""
+    if not digits.isdigit():
+        return False
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+# ISO 13616 lengths; an IBAN of another country is not recognised.
+_IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28,
+    "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23,
+    "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26,
+    "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20,
+    "LV": 21, "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MR": 27, "MT": 31, "MU": 30, "NL": 18,
+    "NO": 15, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24,
+    "SC": 31, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "ST": 25, "SV": 28, "TL": 23, "TN": 24,
+    "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
+}
+
+
+def iban_valid(value: str) -> bool:
+    """Whether ``value`` (spaces allowed) is an IBAN of the right length with a valid mod-97."""
+    compact = value.replace(" ", "").upper()
+    if _IBAN_LENGTHS.get(compact[:2]) != len(compact) or not compact.isalnum():
+        return False
+    rearranged = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
+
+
+_PLACEHOLDER_RE = re.compile(
+    r"(.)\1{5,}|\.\.\.|…|<[^>]*>|\$\{|\{\{|\{%|%\(|^\$[A-Z_][A-Z0-9_]*$|your|placeholder"
+    r"|redacted|replace[_-]?me|insert[_-]|[_-]here\b|example[_-]|^x+$|^\*+$",
+    re.IGNORECASE,
+)
+_PLACEHOLDER_WORDS = frozenset({
+    "password", "passwd", "pass", "pwd", "pw", "secret", "string", "none", "null", "nil",
+    "true", "false", "undefined", "required", "optional", "hidden", "masked", "redacted",
+    "example", "changeme", "mypassword", "my_password", "yourpassword", "foo", "bar", "foobar",
+    "test", "token", "key", "value", "xxx", "empty",
+})
+
+
+def _has_sequence(value: str, run: int = 6) -> bool:
+    """``0123456``/``abcdef``-style runs mark hand-typed placeholders."""
+    count = 1
+    for a, b in zip(value, value[1:], strict=False):
+        count = count + 1 if a.isalnum() and ord(b) == ord(a) + 1 else 1
+        if count >= run:
+            return True
+    return False
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether ``value`` is a documentation placeholder rather than a credential."""
+    if value.lower().strip("\"'`") in _PLACEHOLDER_WORDS:
+        return True
+    if _PLACEHOLDER_RE.search(value) or _has_sequence(value):
+        return True
+    return len(value) >= 10 and len(set(value)) < 5
+
+
+def _looks_random(value: str, threshold: float) -> bool:
+    if len(value) < 16 or is_placeholder(value) or any(c.isspace() for c in value):
+        return False
+    if not (any(c.isalpha() for c in value) and any(c.isdigit() for c in value)):
+        return False
+    if value.startswith(("/", "~", "./", "../")) or "://" in value or "@" in value:
+        return False
+    if "/" in value and re.search(r"\.[a-z]{1,5}$", value):
+        return False  # a file path
+    if re.match(r"v?\d+(\.\d+)+", value):
+        return False  # a version
+    return shannon_entropy(value) >= threshold
+
+
+# --------------------------------------------------------------------------- key names
+
+_WORDS_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_KEY_QUALIFIERS = frozenset({
+    "api", "access", "private", "secret", "signing", "encryption", "master", "session", "auth",
+    "client", "app", "service", "admin", "webhook", "account", "consumer", "shared", "license",
+    "sas", "storage", "deploy", "jwt", "hmac", "aes",
+})
+_SECRET_WORDS = frozenset({"secret", "token", "apikey", "credential", "credentials", "passphrase"})
+_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "pgpassword"})
+# A key whose last word describes the secret (its type, place, size...) holds no secret.
+_DESCRIPTOR_WORDS = frozenset({
+    "id", "ids", "name", "names", "type", "url", "uri", "endpoint", "path", "file", "dir", "arn",
+    "ttl", "length", "len", "count", "expiry", "expires", "expiration", "in", "header", "prefix",
+    "env", "version", "format", "field", "source", "provider", "hint", "limit", "size", "days",
+    "rotation", "policy", "hash", "hashed", "hasher", "hashers", "algorithm", "alg", "method",
+    "kind", "location", "mode", "enabled", "required", "used", "manager", "store", "ref", "label",
+    "description", "usage", "validators", "reset", "link", "min", "max", "strength", "rules",
+    "changed", "set", "at", "scope", "scopes", "lifetime", "age", "timeout", "var", "variable",
+})
+
+
+def _key_words(key: str) -> list[str]:
+    return [w.lower() for w in _WORDS_RE.findall(key)]
+
+
+def _is_secret_key(key: str) -> bool:
+    words = _key_words(key)
+    if not words or words[-1] in _DESCRIPTOR_WORDS:
+        return False
+    for i, w in enumerate(words):
+        if w in _SECRET_WORDS or w.endswith(("apikey", "secret")):
+            return True
+        if w == "key" and i > 0 and words[i - 1] in _KEY_QUALIFIERS:
+            return True
+    return False
+
+
+def _is_password_key(key: str) -> bool:
+    words = _key_words(key)
+    if not words or words[-1] in _DESCRIPTOR_WORDS:
+        return False
+    return words[-1] in _PASSWORD_WORDS or words[-1].endswith("password")
+
+
+# --------------------------------------------------------------------------- locators
+
+_TRAILING_PUNCT = ".,;:!?)]}>"
+# One value after a separator: the inside of quotes, or a bare token.
+_VALUE = (
+    r"""["'`]?(?P<secret>(?<=")[^"\r\n]{1,400}(?=")|(?<=')[^'\r\n]{1,400}(?=')"""
+    r"""|(?<=`)[^`\r\n]{1,400}(?=`)|(?<!["'`])[^\s"'`,;]{1,400})"""
+)
+_SEP = r"""["']?\s*(?::=|=>|=|:)\s*"""
+
+
+def _value_span(m: re.Match[str]) -> tuple[str, int, int, bool]:
+    """The value, its span without trailing punctuation, and whether it was quoted.
+
+    A bare value that is a placeholder before its punctuation is cut
+    (``<password>;``) comes back empty, so every caller rejects it.
+    """
+    start, end = m.span("secret")
+    text = m.string
+    quoted = start > 0 and text[start - 1] in "\"'`"
+    if not quoted:
+        if is_placeholder(text[start:end]):
+            return "", start, start, quoted
+        while end > start and text[end - 1] in _TRAILING_PUNCT:
+            end -= 1
+    return text[start:end], start, end, quoted
+
+
+def _not_placeholder(m: re.Match[str]) -> tuple[int, int] | None:
+    span = m.span("secret") if "secret" in m.re.groupindex else m.span()
+    return None if is_placeholder(m.string[span[0]:span[1]]) else span
+
+
+def _mixed_token(m: re.Match[str]) -> tuple[int, int] | None:
+    """A vendor token whose body must mix letters and digits (guards short generic prefixes)."""
+    value = m.group(0)
+    if is_placeholder(value) or not any(c.isdigit() for c in value[3:]):
+        return None
+    return m.span()
+
+
+def _password_value(m: re.Match[str]) -> tuple[int, int] | None:
+    value, start, end, quoted = _value_span(m)
+    core = value.strip()
+    if len(core) < 6 or is_placeholder(core):
+        return None
+    if quoted:
+        words = core.split()
+        if len(words) > 1 and all(w.isalpha() for w in words):
+            return None  # prose, e.g. a UI label "Mot de passe"
+        return start, end
+    if re.search(r"\w\(", core) or re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", core):
+        return None  # a call or an attribute: code, not a literal
+    if "_" in core and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", core):
+        return None  # a variable name
+    if core.isalpha() and (core.islower() or core.isupper() or core.istitle()):
+        return None  # a word such as "required" or "Hidden"
+    return start, end
+
+
+def _password_assignment(m: re.Match[str]) -> tuple[int, int] | None:
+    return _password_value(m) if _is_password_key(m.group("key")) else None
+
+
+def _password_prose(m: re.Match[str]) -> tuple[int, int] | None:
+    value, start, end, _ = _value_span(m)
+    if not (any(c.isdigit() for c in value) or re.search(r"[^\w\s]", value)):
+        return None  # "the password is incorrect"
+    return _password_value(m)
+
+
+def _generic_locator(threshold: float) -> Locator:
+    def locate(m: re.Match[str]) -> tuple[int, int] | None:
+        if not _is_secret_key(m.group("key")):
+            return None
+        value, start, end, _ = _value_span(m)
+        return (start, end) if _looks_random(value, threshold) else None
+
+    return locate
+
+
+def _bearer_locator(threshold: float) -> Locator:
+    def locate(m: re.Match[str]) -> tuple[int, int] | None:
+        return m.span("secret") if _looks_random(m.group("secret"), threshold) else None
+
+    return locate
+
+
+def _b64decode(segment: str, *, urlsafe: bool) -> bytes | None:
+    padded = segment + "=" * (-len(segment) % 4)
+    try:
+        if urlsafe:
+            return base64.urlsafe_b64decode(padded)
+        return base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _jwt(m: re.Match[str]) -> tuple[int, int] | None:
+    raw = _b64decode(m.group("secret").split(".", 1)[0], urlsafe=True)
+    try:
+        header = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return m.span("secret") if isinstance(header, dict) and "alg" in header else None
+
+
+def _basic_auth(m: re.Match[str]) -> tuple[int, int] | None:
+    raw = _b64decode(m.group("secret"), urlsafe=False)
+    try:
+        decoded = raw.decode("utf-8") if raw else ""
+    except UnicodeDecodeError:
+        return None
+    user, sep, password = decoded.partition(":")
+    if not sep or not user or not password or not decoded.isprintable():
+        return None
+    return None if is_placeholder(password) else m.span("secret")
+
+
+def _url_password(m: re.Match[str]) -> tuple[int, int] | None:
+    return _not_placeholder(m)
+
+
+# ADO.NET/ODBC/Npgsql style: `Key=value;` pairs, one of them naming the server or user.
+_CONN_CONTEXT = re.compile(
+    r"(?i)(?:server|data source|host|uid|user id|username|database|initial catalog|driver)"
+    r"\s*=[^;\r\n]*;"
+)
+
+
+def _connection_password(m: re.Match[str]) -> tuple[int, int] | None:
+    text = m.string
+    window = text[max(0, m.start() - 300):m.end() + 50]
+    if not _CONN_CONTEXT.search(window):
+        return None
+    start, end = m.span("secret")
+    while end > start and text[end - 1] in " \t":
+        end -= 1
+    return None if is_placeholder(text[start:end]) else (start, end)
+
+
+_IMAGE_TLDS = frozenset({
+    "png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "bmp", "tif", "tiff", "js", "ts", "css",
+    "json", "yaml", "yml", "toml", "lock", "txt", "html", "pdf", "whl", "tgz",
+})
+
+
+def _email(m: re.Match[str]) -> tuple[int, int] | None:
+    if m.group("tld").lower() in _IMAGE_TLDS:
+        return None
+    before = m.string[max(0, m.start() - 200):m.start()]
+    if re.search(r"://[^\s/@]*:$", before):
+        return None  # the password half of user:password@host
+    return m.span()
+
+
+_PHONE_CONTEXT = re.compile(
+    r"(?i)\b(?:tel|telephone|phone|mobile|mob|cell|fax|call|ring|whatsapp|text|sms|handy"
+    r"|telefon|t[ée]l[ée]phone|t[ée]l|appelez|rufnummer|contact|reach)\b"
+)
+_NOT_PHONE_CONTEXT = re.compile(
+    r"(?i)(?:\b(?:order|invoice|ticket|ref|reference|serial|sku|tracking|account|acct|case|po"
+    r"|isbn|id)\b|#|\bno\.)[^\n]{0,12}$"
+)
+
+
+def _phone(m: re.Match[str]) -> tuple[int, int] | None:
+    digits = sum(c.isdigit() for c in m.group(0))
+    if not 8 <= digits <= 15:
+        return None
+    before = m.string[max(0, m.start() - 30):m.start()]
+    if _NOT_PHONE_CONTEXT.search(before) and not _PHONE_CONTEXT.search(before):
+        return None
+    return m.span()
+
+
+def _phone_with_context(m: re.Match[str]) -> tuple[int, int] | None:
+    digits = sum(c.isdigit() for c in m.group("secret"))
+    return m.span("secret") if 9 <= digits <= 12 else None
+
+
+_CARD_PREFIX = re.compile(
+    r"4|5[1-5]|2(?:22[1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720)|3[47]|6(?:011|4[4-9]|5)"
+    r"|35(?:2[89]|[3-8]\d)|3(?:0[0-5]|[689])|62"
+)
+
+
+def _card(m: re.Match[str]) -> tuple[int, int] | None:
+    raw = m.group(0)
+    groups = re.split(r"[ -]", raw)
+    digits = "".join(groups)
+    if not 13 <= len(digits) <= 19 or not _CARD_PREFIX.match(digits) or not luhn_valid(digits):
+        return None
+    if len(groups) > 1:
+        seps = set(re.findall(r"[ -]", raw))
+        sizes = [len(g) for g in groups]
+        regular = all(s == 4 for s in sizes[:-1]) and 1 <= sizes[-1] <= 4
+        if len(seps) > 1 or not (regular or sizes == [4, 6, 5] or sizes == [4, 6, 4]):
+            return None
+    return m.span()
+
+
+def _iban(m: re.Match[str]) -> tuple[int, int] | None:
+    text = m.string
+    start, end = m.span()
+    expected = _IBAN_LENGTHS.get(text[start:start + 2])
+    if expected is None:
+        return None
+    # The pattern may run into a following upper-case word; cut at the country length.
+    count, pos = 0, start
+    while pos < end and count < expected:
+        if text[pos] != " ":
+            count += 1
+        pos += 1
+    if count < expected or not iban_valid(text[start:pos]):
+        return None
+    return start, pos
+
+
+# --------------------------------------------------------------------------- detectors
+
+_L = r"(?<![A-Za-z0-9_\-])"  # token start
+_R = r"(?![A-Za-z0-9_\-])"  # token end
+
+
+def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+def _builtin_detectors(threshold: float) -> list[Detector]:
+    d = Detector
+    vendor = 100
+    return [
+        d("aws_access_key_id", "secret", _rx(
+            r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)"
+            r"[A-Z0-9]{16}(?![A-Z0-9])"), _not_placeholder, vendor),
+        d("aws_secret_access_key", "secret", _rx(
+            r"(?i)(?:aws_?secret_?(?:access_?)?key|secret_?access_?key)[\"']?\s*(?::|=)\s*"
+            r"[\"']?(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"), _not_placeholder, 95),
+        d("github_token", "secret", _rx(
+            _L + r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{50,255})" + _R),
+          _not_placeholder, vendor),
+        d("gitlab_token", "secret", _rx(
+            _L + r"(?:gl(?:pat|dt|rt|ptt|soat|cbt|ft|imt|oas)-[A-Za-z0-9_\-]{20,}"
+            r"|GR1348941[A-Za-z0-9_\-]{20,})" + _R), _not_placeholder, vendor),
+        d("anthropic_api_key", "secret", _rx(
+            _L + r"sk-ant-(?:api|admin|oat|ort|sid)\d{2}-[A-Za-z0-9_\-]{32,}" + _R),
+          _not_placeholder, vendor),
+        d("openai_api_key", "secret", _rx(
+            _L + r"sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{40,}"
+            r"|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}|(?!ant-)[A-Za-z0-9]{32,})" + _R),
+          _mixed_token, vendor - 1),
+        d("stripe_secret_key", "secret", _rx(_L + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}" + _R),
+          _mixed_token, vendor),
+        d("stripe_webhook_secret", "secret", _rx(_L + r"whsec_[A-Za-z0-9+/=]{24,}" + _R),
+          _not_placeholder, vendor),
+        d("slack_token", "secret", _rx(
+            r"(?<![A-Za-z0-9])(?:(?:xox[abposre]|xoxe\.xox[bp])-[A-Za-z0-9\-]{10,}"
+            r"|xapp-\d-[A-Za-z0-9\-]{10,})"), _mixed_token, vendor),
+        d("slack_webhook_url", "secret", _rx(
+            r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{20,}"),
+          _not_placeholder, vendor),
+        d("discord_webhook_url", "secret", _rx(
+            r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d{5,30}/"
+            r"[A-Za-z0-9_\-]{30,}"), _not_placeholder, vendor),
+        d("google_api_key", "secret", _rx(_L + r"AIza[0-9A-Za-z_\-]{35}" + _R),
+          _not_placeholder, vendor),
+        d("google_oauth_client_secret", "secret", _rx(_L + r"GOCSPX-[A-Za-z0-9_\-]{28}" + _R),
+          _not_placeholder, vendor),
+        d("sendgrid_api_key", "secret", _rx(
+            _L + r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}" + _R), _not_placeholder, vendor),
+        d("twilio_api_key", "secret", _rx(r"(?<![A-Za-z0-9])SK[0-9a-f]{32}(?![A-Za-z0-9])"),
+          _not_placeholder, vendor),
+        d("npm_token", "secret", _rx(_L + r"npm_[A-Za-z0-9]{36}" + _R), _mixed_token, vendor),
+        d("pypi_token", "secret", _rx(
+            _L + r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{50,}" + _R),
+          _not_placeholder, vendor),
+        d("huggingface_token", "secret", _rx(_L + r"hf_[A-Za-z]{34,40}" + _R),
+          _not_placeholder, vendor),
+        d("digitalocean_token", "secret", _rx(_L + r"do[opr]_v1_[a-f0-9]{64}" + _R),
+          _not_placeholder, vendor),
+        d("shopify_token", "secret", _rx(_L + r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _R),
+          _not_placeholder, vendor),
+        d("databricks_token", "secret", _rx(_L + r"dapi[a-f0-9]{32}(?:-\d)?" + _R),
+          _not_placeholder, vendor),
+        d("hashicorp_vault_token", "secret", _rx(_L + r"hv[sbr]\.[A-Za-z0-9_\-]{24,}" + _R),
+          _mixed_token, vendor),
+        d("age_secret_key", "secret", _rx(
+            r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"), None, vendor),
+        d("telegram_bot_token", "secret", _rx(r"(?<!\d)\d{8,10}:AA[A-Za-z0-9_\-]{33}" + _R),
+          _not_placeholder, vendor),
+        d("mailgun_api_key", "secret", _rx(_L + r"key-[0-9a-f]{32}(?![A-Za-z0-9])"),
+          _not_placeholder, vendor),
+        d("azure_storage_key", "secret", _rx(
+            r"(?i)(?:AccountKey|SharedAccessKey)\s*=\s*(?P<secret>[A-Za-z0-9+/]{30,100}={0,2})"),
+          _not_placeholder, vendor),
+        d("private_key", "secret", _rx(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,20000}?"
+            r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:,.\-]"
+            r"|\\[nr])*)"), None, vendor),
+        d("jwt", "secret", _rx(
+            r"(?<![A-Za-z0-9_\-])(?P<secret>eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\."
+            r"[A-Za-z0-9_\-]*)"), _jwt, 90),
+        d("basic_auth", "secret", _rx(
+            r"\bBasic\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"), _basic_auth, 85),
+        d("url_credentials", "secret", _rx(
+            r"(?i)\b[a-z][a-z0-9+.\-]{1,30}://[^\s:/@'\"<>]*:(?P<secret>[^\s@/'\"<>]+)@"
+            r"(?=[^\s/@'\"<>]*[A-Za-z0-9])"), _url_password, 80),
+        d("connection_string_password", "secret", _rx(
+            r"(?i)(?<![A-Za-z0-9_])(?:password|pwd)\s*=\s*(?P<secret>[^;\"'\r\n]+)"),
+          _connection_password, 75),
+        d("bearer_token", "secret", _rx(
+            r"(?i)(?:\bbearer|\bauthorization\s*[:=]\s*[\"']?(?:token|bot))\s+"
+            r"(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)"), _bearer_locator(threshold), 70),
+        d("password_assignment", "secret", _rx(
+            r"(?i)(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]*(?:password|passwd|passphrase"
+            r"|pwd|_pass)[A-Za-z0-9_\-]*)" + _SEP + _VALUE), _password_assignment, 60),
+        d("password_assignment", "secret", _rx(
+            r"(?i)\b(?:password|passcode|passphrase)\s+(?:is|was)\s+" + _VALUE),
+          _password_prose, 60),
+        d("generic_secret", "secret", _rx(
+            r"(?i)(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]*(?:secret|token|key|credential"
+            r"|passphrase)[A-Za-z0-9_\-]*)" + _SEP + _VALUE), _generic_locator(threshold), 50),
+        # --- personal data
+        d("iban", "pii", _rx(
+            r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?"
+            r"(?![A-Za-z0-9])"), _iban, 40),
+        d("payment_card", "pii", _rx(r"(?<![\d\-.+])\d(?:[ \-]?\d){12,18}(?![\d])"), _card, 35),
+        d("email", "pii", _rx(
+            r"(?<![\w.+%/\-])[A-Za-z0-9](?:[A-Za-z0-9._%+\-]{0,62}[A-Za-z0-9_%+\-])?@"
+            r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+(?P<tld>[A-Za-z]{2,24})"
+            r"(?![A-Za-z0-9\-]|\.[A-Za-z0-9]|:[\w~/])"), _email, 30),
+        d("phone", "pii", _rx(
+            r"(?<![\w+.\-/])\+\d{1,3}(?:[ .\-]?\(?\d{1,5}\)?){1,6}(?![\d\-])"), _phone, 20),
+        d("phone", "pii", _rx(
+            r"(?<![\w+.\-/(])(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[ .\-])[2-9]\d{2}[ .\-]\d{4}"
+            r"(?![\d]|[.\-]\d)"), _phone, 20),
+        d("phone", "pii", _rx(
+            _PHONE_CONTEXT.pattern + r"[^\d\n]{0,20}?(?P<secret>0\d{1,4}(?:[ .\-/]?\d{2,8}){1,4})"
+            r"(?!\d)"), _phone_with_context, 20),
+    ]
+
+
+BUILTIN_DETECTORS: tuple[str, ...] = tuple(
+    sorted({det.name for det in _builtin_detectors(DEFAULT_ENTROPY_THRESHOLD)})
+)
+"""Names of the built-in detectors (usable in ``disabled``)."""
+
+
+# --------------------------------------------------------------------------- scanner
+
+
+def _merge(found: list[tuple[Detector, int, int]]) -> list[Finding]:
+    """Cluster overlapping spans; the highest-priority detector names the union."""
+    out: list[Finding] = []
+    found.sort(key=lambda f: (f[1], f[2]))
+    cluster: list[tuple[Detector, int, int]] = []
+    end = -1
+
+    def flush() -> None:
+        if cluster:
+            best = max(cluster, key=lambda f: (f[0].priority, f[2] - f[1]))
+            out.append(Finding(best[0].name, best[0].kind, cluster[0][1],
+                               max(f[2] for f in cluster)))
+
+    for item in found:
+        if item[1] >= end:
+            flush()
+            cluster = [item]
+        else:
+            cluster.append(item)
+        end = max(end, item[2])
+    flush()
+    return out
+
+
+class SensitivityScanner:
+    """A configured set of detectors.
+
+    ``extra_patterns`` maps a detector name to a regular expression (a string
+    or compiled); a named group ``secret`` narrows the span. Extra patterns
+    are secrets and win overlaps against the generic detectors.
+    ``extra_detectors`` adds fully specified :class:`Detector` objects.
+    ``disabled`` names built-in detectors to switch off. ``entropy_threshold``
+    applies to the generic and bearer detectors. ``detect_pii=False`` turns
+    every PII detector off.
+    """
+
+    def __init__(
+        self,
+        *,
+        extra_patterns: Mapping[str, str | re.Pattern[str]] | None = None,
+        extra_detectors: Iterable[Detector] = (),
+        disabled: Iterable[str] = (),
+        entropy_threshold: float = DEFAULT_ENTROPY_THRESHOLD,
+        detect_pii: bool = True,
+    ) -> None:
+        if not 0.0 <= entropy_threshold <= 8.0:
+            raise ConfigError(f"entropy_threshold must be within 0..8 bits, not {entropy_threshold}")
+        off = set(disabled)
+        unknown = off - set(BUILTIN_DETECTORS)
+        if unknown:
+            raise ConfigError(f"unknown detectors to disable: {', '.join(sorted(unknown))}",
+                              hint="see memstrata.sensitivity.BUILTIN_DETECTORS")
+        detectors = [det for det in _builtin_detectors(entropy_threshold)
+                     if det.name not in off and (detect_pii or det.kind != "pii")]
+        for name, pattern in (extra_patterns or {}).items():
+            try:
+                compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+            except re.error as exc:
+                raise ConfigError(f"extra pattern {name!r} is not a valid regex: {exc}") from exc
+            detectors.append(Detector(name, "secret", compiled, None, 95))
+        detectors.extend(extra_detectors)
+        self._detectors: tuple[Detector, ...] = tuple(detectors)
+        self.entropy_threshold = entropy_threshold
+
+    @property
+    def detector_names(self) -> tuple[str, ...]:
+        """Sorted names of the active detectors."""
+        return tuple(sorted({det.name for det in self._detectors}))
+
+    def scan(self, text: str) -> ScanReport:
+        """Find secrets and personal data in ``text``."""
+        secrets: list[tuple[Detector, int, int]] = []
+        pii: list[tuple[Detector, int, int]] = []
+        for det in self._detectors:
+            bucket = secrets if det.kind == "secret" else pii
+            bucket.extend((det, s, e) for s, e in det.spans(text))
+        merged = _merge(secrets)
+        pii = [p for p in pii if not any(p[1] < f.end and f.start < p[2] for f in merged)]
+        merged.extend(_merge(pii))
+        merged.sort(key=lambda f: f.start)
+        return ScanReport(tuple(merged))
+
+    def redact(self, text: str, report: ScanReport | None = None, *,
+               redact_pii: bool = False) -> str:
+        """``text`` with secret spans (and PII spans if asked) replaced by a marker."""
+        report = self.scan(text) if report is None else report
+        out = text
+        for f in sorted(report.findings, key=lambda f: f.start, reverse=True):
+            if f.kind == "secret" or redact_pii:
+                out = out[:f.start] + f"[REDACTED:{f.detector}]" + out[f.end:]
+        return out
+
+
+_DEFAULT = SensitivityScanner()
+
+
+def scan(text: str) -> ScanReport:
+    """Scan ``text`` with the default scanner."""
+    return _DEFAULT.scan(text)
+
+
+def redact(text: str, report: ScanReport | None = None, *, redact_pii: bool = False) -> str:
+    """Redact ``text`` with the default scanner (``report`` must come from scanning ``text``)."""
+    return _DEFAULT.redact(text, report, redact_pii=redact_pii)
+
+
+__all__ = [
+    "BUILTIN_DETECTORS",
+    "DEFAULT_ENTROPY_THRESHOLD",
+    "Detector",
+    "Finding",
+    "Kind",
+    "ScanReport",
+    "SensitivityScanner",
+    "iban_valid",
+    "is_placeholder",
+    "luhn_valid",
+    "redact",
+    "scan",
+    "shannon_entropy",
+]
