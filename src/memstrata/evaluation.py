@@ -608,7 +608,8 @@ class _SetupError(Exception):
     """A fixture's records could not be loaded as the fixture says."""
 
 
-def run_fixture(fx: Fixture, *, embedder: Any = None, ranker: Ranker | None = None) -> FixtureResult:
+def run_fixture(fx: Fixture, *, embedder: Any = None,
+                ranker: Ranker | None = None) -> FixtureResult:
     """Run one fixture in a fresh store and check its expectations."""
     with tempfile.TemporaryDirectory(prefix="memstrata-eval-") as tmp:
         run = _Run(fx, Path(tmp), embedder, ranker)

@@ -77,7 +77,14 @@ server; tools take no arguments naming a user or tenant.
 
 
 class MemoryTools:
-    """The per-session dispatchers of one server (one run per client session)."""
+    """The dispatchers of one server: one run per client session.
+
+    Over stdio a process serves exactly one client, so the process owns one
+    run. Over streamable HTTP each ``mcp-session-id`` gets its own run;
+    requests without a session id (stateless mode) share the process's run.
+    """
+
+    PROCESS = "process"
 
     def __init__(self, mem: Memory, scope: Scope, *, task: str | None = None,
                  actor: str = "agent") -> None:
@@ -85,26 +92,36 @@ class MemoryTools:
         self.scope = scope
         self.task = task
         self.actor = actor
-        self._sessions: dict[int, tuple[Any, ToolDispatcher]] = {}
+        self._sessions: dict[str, ToolDispatcher] = {}
         self._lock = threading.Lock()
 
-    def for_session(self, session: Any) -> ToolDispatcher:
+    @staticmethod
+    def session_key(ctx: Any) -> str:
+        """The client session a request belongs to (see the class docstring)."""
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        if headers is not None:
+            sid = headers.get("mcp-session-id")
+            if sid:
+                return f"http:{sid}"
+        return MemoryTools.PROCESS
+
+    def for_session(self, key: str) -> ToolDispatcher:
         """The dispatcher of a client session (created on its first call)."""
         with self._lock:
-            entry = self._sessions.get(id(session))
-            # The session object is kept in the entry so its id cannot be reused meanwhile.
-            if entry is None or entry[0] is not session:
-                entry = (session, ToolDispatcher(self.mem, self.scope, task=self.task,
-                                                 actor=self.actor))
-                self._sessions[id(session)] = entry
-            return entry[1]
+            dispatcher = self._sessions.get(key)
+            if dispatcher is None:
+                dispatcher = ToolDispatcher(self.mem, self.scope, task=self.task,
+                                            actor=self.actor)
+                self._sessions[key] = dispatcher
+            return dispatcher
 
     def close(self) -> None:
         """End every session's run (their scratchpads are discarded)."""
         with self._lock:
-            entries = list(self._sessions.values())
+            dispatchers = list(self._sessions.values())
             self._sessions.clear()
-        for _session, dispatcher in entries:
+        for dispatcher in dispatchers:
             dispatcher.close()
 
 
@@ -137,7 +154,7 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
         return types.ListToolsResult(tools=listing)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        dispatcher = tools.for_session(ctx.session)
+        dispatcher = tools.for_session(tools.session_key(ctx))
         arguments = dict(params.arguments or {})
         result = await anyio.to_thread.run_sync(dispatcher.dispatch, params.name, arguments)
         return types.CallToolResult(

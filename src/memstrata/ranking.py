@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .clock import from_text
 from .episodes import excerpt
 from .facts import _COLUMNS as FACT_COLUMNS
@@ -55,56 +57,90 @@ def adjust(base: float, *, actor: str | None, specificity: int, age_days: float,
     return min(score, 1.0)
 
 
+def semantic(cos: float) -> float:
+    """MiniLM cosine to a 0..1 relevance: unrelated text sits near 0.1, paraphrases above 0.6."""
+    return min(1.0, max(0.0, (cos - 0.15) / 0.45))
+
+
+def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) -> dict[str, float]:
+    """Hybrid relevance on 0..1: normalised BM25, query coverage, semantic similarity, and
+    reciprocal-rank fusion of the two lists (k=60)."""
+    top = max(lex.values(), default=0.0) or 1.0
+    lex_rank = {rid: i for i, rid in enumerate(sorted(lex, key=lambda r: -lex[r]))}
+    vec_rank = {rid: i for i, rid in enumerate(sorted(vec, key=lambda r: -vec[r]))}
+    out: dict[str, float] = {}
+    for rid in set(lex) | set(vec) | set(cov):
+        lexical = 0.5 * cov.get(rid, 0.0) + 0.5 * lex.get(rid, 0.0) / top
+        if not vec:
+            out[rid] = lexical
+            continue
+        rrf = sum(1.0 / (60 + ranks[rid]) for ranks in (lex_rank, vec_rank) if rid in ranks)
+        out[rid] = (0.45 * semantic(vec.get(rid, 0.0)) + 0.35 * lexical
+                    + 0.2 * rrf / (2.0 / 60))
+    return out
+
+
 def rank_candidates(mem: Memory, scope: Scope, need: str, rule: DecisionRule,
                     layers: Sequence[str], *, k: int, principal: str | None,
                     since: datetime | None, until: datetime | None) -> tuple[list[Hit], int]:
     q_terms = terms(need)
     now = mem.clock.now()
     hits: list[Hit] = []
-    considered = 0
-    limit = max(k * 5, 25)
+    seen: set[str] = set()
+    limit = max(k * 8, 50)
     db = mem.db
+    vectors = mem.rt.index.vectors
+    qvec = vectors.embedder.embed_query(need) if vectors is not None else None
     with db.transaction(scope.tenant, write=False) as tx:
         if "facts" in layers:
             where, params = applies_sql(scope)
             where += (f" AND {db.readers_clause('r.readers')} AND r.status IN "
                       "('active', 'superseded') AND (r.expires_at IS NULL OR r.expires_at > ?)")
             params += [principal_of(scope, principal), now]
-            found = db.text_search(tx, "facts", need, where, params, limit)
-            considered += len(found)
-            rows = _rows(tx, "facts", FACT_COLUMNS, scope.tenant, [i for i, _ in found])
-            top = max((s for _, s in found), default=1.0) or 1.0
-            for rid, s in found:
-                hits.append(_fact_hit(rows[rid], s / top, q_terms, now))
+            lex = dict(db.text_search(tx, "facts", need, where, params, limit))
+            vec: dict[str, float] = {}
+            if vectors is not None and qvec is not None:
+                vec = dict(vectors.fact_scores(tx, where, params, qvec, limit))
+            rows = _rows(tx, "facts", FACT_COLUMNS, scope.tenant, list(set(lex) | set(vec)))
+            cov = {rid: coverage(q_terms, f"{r['claim']} {r['subject']} {r['attribute']}")
+                   for rid, r in rows.items()}
+            for rid, rel in fuse(lex, vec, cov).items():
+                if rid in rows:
+                    hits.append(_fact_hit(rows[rid], rel, now))
+                    seen.add(rid)
         if "episodes" in layers:
             cutoff = now - rule.max_episode_age if rule.max_episode_age else None
             lower = max(filter(None, (since, cutoff)), default=None)
             where, params = mem.episodes.filter_sql(scope, principal, since=lower, until=until)
-            found = db.text_search(tx, "episodes", need, where, params, limit)
-            considered += len(found)
+            lex = dict(db.text_search(tx, "episodes", need, where, params, limit))
+            vec = {}
+            if vectors is not None and qvec is not None:
+                vec = dict(vectors.search(tx, "episodes", scope, principal_of(scope, principal),
+                                          need, limit, now=now, since=lower, until=until,
+                                          qvec=qvec))
             from .episodes import _COLUMNS as EP_COLUMNS
 
-            rows = _rows(tx, "episodes", EP_COLUMNS, scope.tenant, [i for i, _ in found])
-            sup = mem.episodes.superseded_ids(tx, scope.tenant, [i for i, _ in found])
-            top = max((s for _, s in found), default=1.0) or 1.0
-            for rid, s in found:
-                row = rows[rid]
-                base = 0.5 * coverage(q_terms, row["text"] + " " + row["event"]) + 0.5 * s / top
+            ids = list(set(lex) | set(vec))
+            rows = _rows(tx, "episodes", EP_COLUMNS, scope.tenant, ids)
+            sup = mem.episodes.superseded_ids(tx, scope.tenant, ids)
+            cov = {rid: coverage(q_terms, r["text"] + " " + r["event"]) for rid, r in rows.items()}
+            for rid, rel in fuse(lex, vec, cov).items():
+                row = rows.get(rid)
+                if row is None:
+                    continue
                 observed = from_text(row["observed_at"]) or now
                 hit = mem.episodes.hit(row, 0.0, rid in sup, q_terms)
-                hit.score = adjust(base, actor=row["actor"],
+                hit.score = adjust(rel, actor=row["actor"],
                                    specificity=hit.scope.specificity() if hit.scope else 0,
                                    age_days=(now - observed).total_seconds() / 86400,
                                    superseded=rid in sup)
                 hits.append(hit)
     hits.sort(key=lambda h: -h.score)
-    return hits, considered
+    return hits, len(hits)
 
 
-def _fact_hit(row: Row, rel: float, q_terms: Sequence[str], now: datetime) -> Hit:
+def _fact_hit(row: Row, base: float, now: datetime) -> Hit:
     scope = scope_from_row(row)
-    base = 0.5 * coverage(q_terms, f"{row['claim']} {row['subject']} {row['attribute']}")
-    base += 0.5 * rel
     created = from_text(row["created_at"]) or now
     superseded = row["status"] == "superseded"
     recheck = from_text(row["recheck_after"])
@@ -113,7 +149,7 @@ def _fact_hit(row: Row, rel: float, q_terms: Sequence[str], now: datetime) -> Hi
                    specificity=scope.specificity(),
                    age_days=(now - created).total_seconds() / 86400, superseded=superseded)
     flags = load_json_list(row["flags"]) or []
-    text = excerpt(row["claim"], q_terms)
+    text = excerpt(row["claim"])
     return Hit(ref=f"fact:{row['id']}", layer="facts", excerpt=text, score=score,
                date=from_text(row["valid_from"]) or created, kind=row["kind"],
                source=row["source"], actor=row["actor"], status=status, scope=scope,

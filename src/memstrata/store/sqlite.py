@@ -109,6 +109,12 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             PRIMARY KEY (tenant, record_id)
         );
 
+        INSERT INTO meta (key, value) VALUES ('vector_generation', '0');
+        CREATE TRIGGER vectors_generation AFTER DELETE ON vectors BEGIN
+            UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)
+            WHERE key = 'vector_generation';
+        END;
+
         CREATE TRIGGER facts_deindex AFTER DELETE ON facts BEGIN
             DELETE FROM facts_fts WHERE rowid = old.rowid;
             DELETE FROM vectors WHERE tenant = old.tenant AND record_id = old.id;

@@ -1,0 +1,305 @@
+"""Vectors for facts and episodes: stored with their rows, searched after filtering.
+
+Contract:
+- A record's vector is written in the same transaction as the record (the
+  caller embeds *before* opening the transaction, in batches) and deleted
+  with it (schema trigger), so forget removes vectors too.
+- The store records the embedder's model name and dims (``meta`` table). A
+  store opened with a different embedder refuses vector search and writes
+  (:class:`ConfigError` with the hint to run ``memstrata reindex``) instead of
+  mixing vector spaces; :meth:`VectorIndex.reindex` re-embeds everything.
+- Search applies the same filter as every read — tenant, scope, readers,
+  expiry, dates — as a mask over candidate rows *before* ranking, so a
+  foreign record can never take a slot in the top k.
+- SQLite: an in-process matrix per (tenant, layer), loaded once and
+  refreshed incrementally (new rowids; a generation counter bumped by
+  deletes forces a reload), searched by exact dot product with numpy.
+  PostgreSQL supplies its own index (pgvector HNSW) through the same API.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .clock import from_text
+from .errors import ConfigError
+from .models import Scope
+from .scoping import load_json_list
+from .store.base import Database, Tx
+
+if TYPE_CHECKING:
+    from .embeddings import Embedder
+
+_NONE = 0  # code of "field not set" in the scope-code arrays
+
+
+@dataclass
+class _Block:
+    """The cached vectors of one (tenant, layer)."""
+
+    dims: int
+    ids: list[str] = field(default_factory=list)
+    mat: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    n: int = 0
+    user: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    project: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    agent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    expires: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    observed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    restricted: dict[int, list[str]] = field(default_factory=dict)
+    codes: dict[str, int] = field(default_factory=dict)
+    max_rowid: int = 0
+    generation: str = ""
+
+    def code(self, value: str | None) -> int:
+        if value is None:
+            return _NONE
+        return self.codes.setdefault(value, len(self.codes) + 1)
+
+    def grow(self, extra: int) -> None:
+        need = self.n + extra
+        if need <= self.mat.shape[0]:
+            return
+        cap = max(need, int(self.mat.shape[0] * 1.5) + 1024)
+        mat = np.zeros((cap, self.dims), np.float32)
+        mat[: self.n] = self.mat[: self.n]
+        self.mat = mat
+        for name, dtype, fill in (("user", np.int32, 0), ("project", np.int32, 0),
+                                  ("agent", np.int32, 0), ("expires", np.float64, math.inf),
+                                  ("observed", np.float64, 0.0)):
+            arr = np.full(cap, fill, dtype)
+            arr[: self.n] = getattr(self, name)[: self.n]
+            setattr(self, name, arr)
+
+
+def _epoch(value: Any, default: float) -> float:
+    dt = from_text(value)
+    return dt.timestamp() if dt is not None else default
+
+
+class VectorIndex:
+    """Embeds records and finds nearest neighbours within a filter (SQLite backend)."""
+
+    def __init__(self, db: Database, embedder: Embedder) -> None:
+        self.db = db
+        self.embedder = embedder
+        self._blocks: dict[tuple[str, str], _Block] = {}
+        self._lock = threading.Lock()
+        self._checked = False
+
+    # -- model identity -------------------------------------------------
+    def check_model(self, tx: Tx) -> None:
+        """Record the model on first use; refuse a different one afterwards."""
+        if self._checked:
+            return
+        name, dims = self.embedder.model_name, self.embedder.dims
+        row = tx.one("SELECT value FROM meta WHERE key = 'embedding_model'")
+        if row is None:
+            if tx.one("SELECT 1 AS x FROM vectors LIMIT 1") is None:
+                tx.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?) "
+                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                           (f"{name}:{dims}",))
+                self._checked = True
+                return
+            raise ConfigError("the store has vectors of an unrecorded model",
+                              hint="run `memstrata reindex` to re-embed with " + name)
+        if row["value"] != f"{name}:{dims}":
+            raise ConfigError(
+                f"the store's vectors were made by {row['value']}, not {name}:{dims}",
+                hint="run `memstrata reindex` to re-embed, or open with the original embedder",
+            )
+        self._checked = True
+
+    # -- writes -----------------------------------------------------------
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
+
+    def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
+        self.check_model(tx)
+        mat = np.asarray(vectors, dtype=np.float32)
+        tx.executemany(
+            "INSERT INTO vectors (tenant, record_id, layer, model, dims, vec) VALUES "
+            "(?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, record_id) DO UPDATE SET vec = excluded.vec",
+            [(tenant, rid, table, self.embedder.model_name, mat.shape[1], mat[i].tobytes())
+             for i, rid in enumerate(ids)],
+        )
+
+    # -- search -----------------------------------------------------------
+    def _generation(self, tx: Tx) -> str:
+        row = tx.one("SELECT value FROM meta WHERE key = 'vector_generation'")
+        return str(row["value"]) if row else "0"
+
+    def _block(self, tx: Tx, tenant: str, table: str) -> _Block:
+        key = (tenant, table)
+        gen = self._generation(tx)
+        with self._lock:
+            block = self._blocks.get(key)
+            if block is None or block.generation != gen:
+                block = _Block(dims=self.embedder.dims, generation=gen)
+                self._blocks[key] = block
+            obs_col = "observed_at" if table == "episodes" else "created_at"
+            rows = tx.all(
+                f"SELECT v.rowid AS rid, v.record_id, v.vec, r.s_user, r.s_project, r.s_agent, "
+                f"r.expires_at, r.{obs_col} AS observed, r.readers FROM vectors v "
+                f"JOIN {table} r ON r.tenant = v.tenant AND r.id = v.record_id "
+                "WHERE v.tenant = ? AND v.layer = ? AND v.rowid > ? ORDER BY v.rowid",
+                (tenant, table, block.max_rowid),
+            )
+            if rows:
+                block.grow(len(rows))
+                vecs = np.frombuffer(b"".join(r["vec"] for r in rows), dtype=np.float32)
+                start = block.n
+                block.mat[start:start + len(rows)] = vecs.reshape(len(rows), block.dims)
+                for i, r in enumerate(rows):
+                    j = start + i
+                    block.ids.append(r["record_id"])
+                    block.user[j] = block.code(r["s_user"])
+                    block.project[j] = block.code(r["s_project"])
+                    block.agent[j] = block.code(r["s_agent"])
+                    block.expires[j] = _epoch(r["expires_at"], math.inf)
+                    block.observed[j] = _epoch(r["observed"], 0.0)
+                    if r["readers"] is not None:
+                        block.restricted[j] = load_json_list(r["readers"]) or []
+                block.n += len(rows)
+                block.max_rowid = int(rows[-1]["rid"])
+            return block
+
+    def search(self, tx: Tx, table: str, scope: Scope, principal: str | None, query: str,
+               k: int, *, now: datetime, since: datetime | None = None,
+               until: datetime | None = None, qvec: np.ndarray | None = None,
+               extra_mask: Callable[[list[str]], set[str]] | None = None,
+               ) -> list[tuple[str, float]]:
+        """(id, cosine) of the k nearest records that pass the filter."""
+        self.check_model(tx)
+        block = self._block(tx, scope.tenant, table)
+        if block.n == 0:
+            return []
+        if qvec is None:
+            qvec = self.embedder.embed_query(query)
+        n = block.n
+        mask = np.ones(n, bool)
+        for arr, value in ((block.user, scope.user), (block.project, scope.project),
+                           (block.agent, scope.agent)):
+            code = block.codes.get(value) if value is not None else None
+            col = arr[:n]
+            mask &= (col == _NONE) | (col == code) if code is not None else (col == _NONE)
+        mask &= block.expires[:n] > now.timestamp()
+        if since is not None:
+            mask &= block.observed[:n] >= since.timestamp()
+        if until is not None:
+            mask &= block.observed[:n] <= until.timestamp()
+        for j, readers in block.restricted.items():
+            if j < n and principal not in readers:
+                mask[j] = False
+        idx = np.flatnonzero(mask)
+        if idx.size == 0:
+            return []
+        if idx.size == n:
+            scores = block.mat[:n] @ qvec
+        else:
+            scores = block.mat[idx] @ qvec
+        take = min(k, scores.size)
+        top = np.argpartition(-scores, take - 1)[:take]
+        top = top[np.argsort(-scores[top])]
+        rows = idx[top] if idx.size != n else top
+        return [(block.ids[int(j)], float(scores[int(t)])) for j, t in zip(rows, top, strict=True)]
+
+    def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,
+                    limit: int) -> list[tuple[str, float]]:
+        """(id, cosine) of facts passing ``where`` (alias ``r``), best first. Facts are few
+        per scope (the current set is loaded whole), so this is exact."""
+        self.check_model(tx)
+        rows = tx.all(f"SELECT r.id AS id, v.vec AS vec FROM facts r JOIN vectors v ON "
+                      f"v.tenant = r.tenant AND v.record_id = r.id WHERE {where} LIMIT 5000",
+                      params)
+        if not rows:
+            return []
+        mat = np.frombuffer(b"".join(r["vec"] for r in rows), np.float32).reshape(len(rows), -1)
+        scores = mat @ qvec
+        order = np.argsort(-scores)[:limit]
+        return [(rows[int(i)]["id"], float(scores[int(i)])) for i in order]
+
+    def similar_facts(self, scope: Scope, kind: str, claim: str,
+                      threshold: float) -> list[tuple[str, float]]:
+        """Active/pending facts of exactly this scope and kind with cosine >= threshold."""
+        qvec = self.embedder.embed_query(claim)
+        with self.db.transaction(scope.tenant, write=False) as tx:
+            self.check_model(tx)
+            rows = tx.all(
+                "SELECT f.id, v.vec FROM facts f JOIN vectors v ON v.tenant = f.tenant AND "
+                "v.record_id = f.id WHERE f.tenant = ? AND f.scope_key = ? AND f.kind = ? "
+                "AND f.status IN ('active', 'pending_review')",
+                (scope.tenant, scope.key, kind),
+            )
+        out = []
+        for r in rows:
+            score = float(np.frombuffer(r["vec"], dtype=np.float32) @ qvec)
+            if score >= threshold:
+                out.append((r["id"], score))
+        return sorted(out, key=lambda x: -x[1])
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._blocks.clear()
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None,
+                batch: int = 256) -> int:
+        """Re-embed every fact and episode with the current embedder."""
+        from .episodes import Episodes  # noqa: F401  (index text lives with each layer)
+
+        with self.db.transaction("default", write=False) as tx:
+            facts = tx.all("SELECT tenant, id, claim, subject, attribute, kind FROM facts")
+            eps = tx.all("SELECT tenant, id, event, text, outcome, observed_at FROM episodes")
+        items: list[tuple[str, str, str, str]] = []
+        for f in facts:
+            items.append(("facts", f["tenant"], f["id"],
+                          f"{f['claim']}\n{f['subject']} {f['attribute']} {f['kind']}"))
+        for e in eps:
+            date = (from_text(e["observed_at"]) or datetime.now()).date().isoformat()
+            text = f"[{date}] {e['event'].replace('_', ' ')}: {e['text']}"
+            if e["outcome"]:
+                text += f" ({e['outcome']})"
+            items.append(("episodes", e["tenant"], e["id"], text))
+        total = len(items)
+        with self.db.transaction("default") as tx:
+            tx.execute("DELETE FROM vectors")
+            tx.execute("DELETE FROM meta WHERE key = 'embedding_model'")
+            self._checked = False
+            self.check_model(tx)
+        done = 0
+        for start in range(0, total, batch):
+            chunk = items[start:start + batch]
+            vecs = self.embed([c[3] for c in chunk])
+            with self.db.transaction("default") as tx:
+                for (table, tenant, rid, _), vec in zip(chunk, vecs, strict=True):
+                    self.add(tx, table, tenant, [rid], vec[None, :])
+            done += len(chunk)
+            if progress:
+                progress(done, total)
+        with self.db.transaction("default") as tx:
+            bump_generation(tx)
+        self.invalidate()
+        return total
+
+
+def bump_generation(tx: Tx) -> None:
+    tx.execute("INSERT INTO meta (key, value) VALUES ('vector_generation', '1') "
+               "ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
+
+
+def make_vector_index(db: Database, embedder: Embedder) -> VectorIndex:
+    factory = getattr(db, "vector_index", None)
+    if factory is not None:
+        index: VectorIndex = factory(embedder)
+        return index
+    return VectorIndex(db, embedder)
+
+
+__all__ = ["VectorIndex", "bump_generation", "make_vector_index"]
