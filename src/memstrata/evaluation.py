@@ -57,12 +57,12 @@ from __future__ import annotations
 import importlib
 import tempfile
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from .clock import ManualClock
 from .errors import ActivationRefused, MemstrataError, ValidationError
@@ -74,15 +74,23 @@ RequestKind = Literal["recall", "context", "ledger_begin", "procedure_activate",
 SECTIONS = ("facts", "episodes", "checkpoints", "operations", "procedures")
 
 
+def _when(v: Any) -> datetime | None:
+    # YAML reads unquoted dates and timestamps itself; a timestamp without an offset is UTC
+    # by the YAML spec, and a bare date means its midnight UTC.
+    if isinstance(v, datetime):
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    if isinstance(v, date):
+        return datetime.combine(v, time(), tzinfo=UTC)
+    return _utc(v, "date")
+
+
+When = Annotated[datetime | None, BeforeValidator(_when)]
+
+
 class _Item(_Model):
     id: str
-    at: datetime | None = None
+    at: When = None
     scope: Scope | None = None
-
-    @field_validator("at", mode="before")
-    @classmethod
-    def _at(cls, v: Any) -> datetime | None:
-        return _utc(v, "at")
 
 
 class FactItem(_Item):
@@ -98,9 +106,9 @@ class FactItem(_Item):
     tier: str = "standard"
     sensitivity: str = "internal"
     evidence: str | None = None
-    valid_from: str | None = None
-    expires_at: str | None = None
-    recheck_after: str | None = None
+    valid_from: When = None
+    expires_at: When = None
+    recheck_after: When = None
     readers: list[str] | None = None
     reason: str | None = None
     approve: str | None = None
@@ -114,11 +122,11 @@ class EpisodeItem(_Item):
     event: str = "note"
     actor: str = "agent"
     source: str = "fixture"
-    observed_at: str | None = None
+    observed_at: When = None
     evidence: str | None = None
     outcome: str | None = None
     confidence: float = 1.0
-    expires_at: str | None = None
+    expires_at: When = None
     supersedes: str | None = None
     readers: list[str] | None = None
 
@@ -218,17 +226,12 @@ class Fixture(_Model):
 
     name: str
     description: str | None = None
-    now: datetime
+    now: Annotated[datetime, BeforeValidator(_when)]
     scope: Scope = Field(default_factory=Scope)
     store: StoreSpec = Field(default_factory=StoreSpec)
     request: Request
     expect: Expect = Field(default_factory=Expect)
     path: str | None = None
-
-    @field_validator("now", mode="before")
-    @classmethod
-    def _now(cls, v: Any) -> datetime | None:
-        return _utc(v, "now")
 
     @model_validator(mode="after")
     def _names(self) -> Fixture:
@@ -307,8 +310,8 @@ class EvalReport(_Model):
                     f"{t['found']}/{t['expected']}", t["leaks"], t["tokens"], ""])
         return out
 
-    COLUMNS: tuple[str, ...] = ("fixture", "request", "result", "recall", "leaks", "tokens",
-                                "failures")
+    COLUMNS: ClassVar[tuple[str, ...]] = ("fixture", "request", "result", "recall", "leaks",
+                                          "tokens", "failures")
 
 
 # -- loading --------------------------------------------------------------

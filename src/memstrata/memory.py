@@ -352,12 +352,15 @@ def _resolve_embedder(embedder: Any) -> Any:
     if embedder is None or embedder == "none":
         return None
     if embedder == "default":
-        spec = os.environ.get("MEMSTRATA_EMBEDDER")
-        if spec in (None, ""):
-            return None
-        embedder = spec
+        spec = os.environ.get("MEMSTRATA_EMBEDDER") or None
+        if spec is None:
+            from .embeddings import missing_minilm_packages
+
+            # the offline MiniLM model when its extra is installed; lexical-only otherwise
+            return None if missing_minilm_packages() else _resolve_embedder("minilm")
         if spec == "none":
             return None
+        embedder = spec
     if isinstance(embedder, str):
         from .embeddings import get_embedder
 

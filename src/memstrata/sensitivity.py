@@ -209,6 +209,28 @@ def is_placeholder(value: str) -> bool:
     return len(value) >= 10 and len(set(value)) < 5
 
 
+_CAPITALISED_WORD = re.compile(r"[A-Z][a-z]{2,}|(?<![a-z])[a-z]{3,}(?=[A-Z])")
+
+
+def _is_identifier(value: str) -> bool:
+    """``Ed25519PrivateKey``, ``SecretStr``, ``challengePassword``: a type or a name, not a secret.
+
+    Random tokens rarely hold runs of dictionary-like capitalised words; names
+    are mostly made of them.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_]+", value) or value.islower() or value.isupper():
+        return False
+    words = _CAPITALISED_WORD.findall(value)
+    return len(words) >= 2 and sum(map(len, words)) * 2 >= len(value)
+
+
+def _is_code(value: str) -> bool:
+    """A call, subscript, attribute chain or template in a bare value: code, not a literal."""
+    if re.search(r"[()\[\]{}]", value):
+        return True
+    return re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", value) is not None
+
+
 def _looks_random(value: str, threshold: float) -> bool:
     if len(value) < 16 or is_placeholder(value) or any(c.isspace() for c in value):
         return False
@@ -218,8 +240,8 @@ def _looks_random(value: str, threshold: float) -> bool:
         return False
     if "/" in value and re.search(r"\.[a-z]{1,5}$", value):
         return False  # a file path
-    if re.match(r"v?\d+(\.\d+)+", value):
-        return False  # a version
+    if re.match(r"v?\d+(\.\d+)+", value) or _is_code(value) or _is_identifier(value):
+        return False  # a version, or code
     return shannon_entropy(value) >= threshold
 
 
@@ -249,15 +271,24 @@ def _key_words(key: str) -> list[str]:
     return [w.lower() for w in _WORDS_RE.findall(key)]
 
 
+# Words that may follow the secret noun without changing what the key holds.
+_TRAILING_OK = frozenset({
+    "value", "val", "str", "string", "b64", "base64", "hex", "raw", "plain", "plaintext", "bytes",
+    "data", "prod", "production", "dev", "development", "test", "live", "staging", "old", "new",
+    "current", "primary", "secondary", "base", "v", "encoded", "env",
+})
+
+
 def _is_secret_key(key: str) -> bool:
     words = _key_words(key)
-    if not words or words[-1] in _DESCRIPTOR_WORDS:
+    if not words or words[-1] in _DESCRIPTOR_WORDS or "public" in words:
         return False
-    for i, w in enumerate(words):
-        if w in _SECRET_WORDS or w.endswith(("apikey", "secret")):
-            return True
-        if w == "key" and i > 0 and words[i - 1] in _KEY_QUALIFIERS:
-            return True
+    for i in range(len(words) - 1, -1, -1):
+        w = words[i]
+        noun = w in _SECRET_WORDS or w.endswith(("apikey", "secret")) or (
+            w == "key" and i > 0 and words[i - 1] in _KEY_QUALIFIERS)
+        if noun:
+            return all(t in _TRAILING_OK or t.isdigit() for t in words[i + 1:])
     return False
 
 
@@ -276,7 +307,7 @@ _VALUE = (
     r"""["'`]?(?P<secret>(?<=")[^"\r\n]{1,400}(?=")|(?<=')[^'\r\n]{1,400}(?=')"""
     r"""|(?<=`)[^`\r\n]{1,400}(?=`)|(?<!["'`])[^\s"'`,;]{1,400})"""
 )
-_SEP = r"""["']?\s*(?::=|=>|=|:)\s*"""
+_SEP = r"""["']?[ \t]*(?::=|=>|=|:)[ \t]*"""
 
 
 def _value_span(m: re.Match[str]) -> tuple[str, int, int, bool]:
@@ -314,13 +345,15 @@ def _password_value(m: re.Match[str]) -> tuple[int, int] | None:
     core = value.strip()
     if len(core) < 6 or is_placeholder(core):
         return None
+    if _is_identifier(core) and not any(c.isdigit() for c in core):
+        return None  # a type or field name: SecretStr, challengePassword
     if quoted:
         words = core.split()
         if len(words) > 1 and all(w.isalpha() for w in words):
             return None  # prose, e.g. a UI label "Mot de passe"
         return start, end
-    if re.search(r"\w\(", core) or re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", core):
-        return None  # a call or an attribute: code, not a literal
+    if _is_code(core):
+        return None
     if "_" in core and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", core):
         return None  # a variable name
     if core.isalpha() and (core.islower() or core.isupper() or core.istitle()):
@@ -388,6 +421,8 @@ def _basic_auth(m: re.Match[str]) -> tuple[int, int] | None:
 
 
 def _url_password(m: re.Match[str]) -> tuple[int, int] | None:
+    if re.search(r"[\[\]{}]", m.group("secret")):
+        return None  # brackets are not allowed unencoded in userinfo: a syntax diagram
     return _not_placeholder(m)
 
 
@@ -461,6 +496,8 @@ def _card(m: re.Match[str]) -> tuple[int, int] | None:
     digits = "".join(groups)
     if not 13 <= len(digits) <= 19 or not _CARD_PREFIX.match(digits) or not luhn_valid(digits):
         return None
+    if len(groups) == 1 and len(digits) not in (15, 16):
+        return None  # a long bare integer is far more often an ID than a card
     if len(groups) > 1:
         seps = set(re.findall(r"[ -]", raw))
         sizes = [len(g) for g in groups]
@@ -595,13 +632,14 @@ def _builtin_detectors(threshold: float) -> list[Detector]:
         d("iban", "pii", _rx(
             r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?"
             r"(?![A-Za-z0-9])"), _iban, 40),
-        d("payment_card", "pii", _rx(r"(?<![\d\-.+])\d(?:[ \-]?\d){12,18}(?![\d])"), _card, 35),
+        d("payment_card", "pii", _rx(r"(?<![\w\-.+])\d(?:[ \-]?\d){12,18}(?!\w)"), _card, 35),
         d("email", "pii", _rx(
             r"(?<![\w.+%/\-])[A-Za-z0-9](?:[A-Za-z0-9._%+\-]{0,62}[A-Za-z0-9_%+\-])?@"
             r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+(?P<tld>[A-Za-z]{2,24})"
             r"(?![A-Za-z0-9\-]|\.[A-Za-z0-9]|:[\w~/])"), _email, 30),
         d("phone", "pii", _rx(
-            r"(?<![\w+.\-/])\+\d{1,3}(?:[ .\-]?\(?\d{1,5}\)?){1,6}(?![\d\-])"), _phone, 20),
+            r"(?<![\w+.\-/])\+(?:\d{1,3}(?:[ .\-]\(?\d{1,5}\)?|[ ]?\(\d{1,5}\)){1,6}|\d{8,15})"
+            r"(?![\w\-]|[.+]\d)"), _phone, 20),
         d("phone", "pii", _rx(
             r"(?<![\w+.\-/(])(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[ .\-])[2-9]\d{2}[ .\-]\d{4}"
             r"(?![\d]|[.\-]\d)"), _phone, 20),

@@ -69,7 +69,8 @@ class _Block:
             return
         cap = max(need, int(self.mat.shape[0] * 1.5) + 1024)
         mat = np.zeros((cap, self.dims), np.float32)
-        mat[: self.n] = self.mat[: self.n]
+        if self.n:
+            mat[: self.n] = self.mat[: self.n]
         self.mat = mat
         for name, dtype, fill in (("user", np.int32, 0), ("project", np.int32, 0),
                                   ("agent", np.int32, 0), ("expires", np.float64, math.inf),

@@ -274,7 +274,30 @@ def get(as_json: bool, ref: str) -> None:
     emit_json(record) if as_json else click.echo(record.model_dump_json(indent=2))
 
 
+@click.command()
+@store_options
+@json_option
+@click.option("--embedder", default=None, help="Embedder spec (default: the configured one).")
+def reindex(as_json: bool, embedder: str | None) -> None:
+    """Re-embed every fact and episode (after changing the embedding model)."""
+    from ..errors import ConfigError
+    from .bench import _progress
+
+    mem = open_memory(embedder=embedder or "default")
+    vectors = mem.rt.index.vectors
+    if vectors is None:
+        raise ConfigError("no embedder is configured, so there is nothing to reindex",
+                          hint="install memstrata[embeddings] or pass --embedder minilm")
+    bar, update = _progress()
+    with bar:
+        total = vectors.reindex(progress=lambda done, n: update("re-embedding", done, n))
+    if as_json:
+        emit_json({"reindexed": total, "model": vectors.embedder.model_name})
+    else:
+        click.echo(f"re-embedded {total} records with {vectors.embedder.model_name}")
+
+
 def register(group: click.Group) -> None:
     for cmd in (init, doctor, stats, sweep, forget, checkpoint, ledger, recall, context,
-                feedback, get):
+                feedback, get, reindex):
         group.add_command(cmd)

@@ -1,0 +1,88 @@
+"""CLI: ``memstrata bench store|latency|locomo`` — figures printed and written as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import table
+
+
+def _progress() -> tuple[Any, Callable[[str, int, int], None]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    bar = Progress("[progress.description]{task.description}", BarColumn(),
+                   MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+    tasks: dict[str, Any] = {}
+
+    def update(label: str, done: int, total: int) -> None:
+        if label not in tasks:
+            tasks[label] = bar.add_task(label, total=total)
+        bar.update(tasks[label], completed=done, total=total)
+
+    return bar, update
+
+
+def _write(result: dict[str, Any], out: str, as_json: bool) -> None:
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2))
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(f"wrote {path}")
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks: print figures and write JSON (tests never assert timings)."""
+
+
+@bench.command("store")
+@click.option("--sizes", default="10000,100000", show_default=True)
+@click.option("--single", type=int, default=2000, show_default=True)
+@click.option("--out", default="bench-results/store.json", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def bench_store(sizes: str, single: int, out: str, as_json: bool) -> None:
+    """Episode append throughput and lexical search latency on SQLite."""
+    from ..bench.store import run
+
+    bar, update = _progress()
+    with bar:
+        res = run(sizes=[int(s) for s in sizes.split(",")], single=single, progress=update)
+    if not as_json:
+        table("store benchmark", ["episodes", "search p50 ms", "search p95 ms", "db MB"],
+              [[v["episodes"], v["search_p50_ms"], v["search_p95_ms"],
+                f"{v['db_bytes'] / 1e6:.1f}"] for v in res["sizes"].values()])
+        click.echo(f"append: {res['append_single_per_s']}/s one by one, "
+                   f"{res['append_batched_per_s']}/s batched; peak RSS {res['peak_rss_mb']} MB")
+    _write(res, out, as_json)
+
+
+@bench.command("latency")
+@click.option("--n", "n", type=int, default=100_000, show_default=True)
+@click.option("--url", default=None, help="Store to fill (default: a fresh SQLite file).")
+@click.option("--embedder", default="minilm", show_default=True)
+@click.option("--out", default="bench-results/latency.json", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def bench_latency(n: int, url: str | None, embedder: str, out: str, as_json: bool) -> None:
+    """Write throughput with embeddings, recall p50/p95, peak RSS, DB size."""
+    from ..bench.latency import run
+
+    bar, update = _progress()
+    with bar:
+        res = run(n, url=url, embedder=embedder, progress=update)
+    if not as_json:
+        table(f"recall latency at {res['episodes']:,} episodes ({res['backend']})",
+              ["write/s", "recall p50 ms", "recall p95 ms", "peak RSS MB", "db MB"],
+              [[res["write_per_s"], res["recall_p50_ms"], res["recall_p95_ms"],
+                res["peak_rss_mb"], f"{(res['db_bytes'] or 0) / 1e6:.1f}"]])
+    _write(res, out, as_json)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(bench)

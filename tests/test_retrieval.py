@@ -1,0 +1,115 @@
+"""The retrieval gate with the real MiniLM embedder: filter before rank, status, floor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memstrata import ConfigError, ManualClock, Memory, Scope
+from memstrata.embeddings import HashingEmbedder, get_embedder
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Any:
+    emb = get_embedder("minilm")
+    emb.embed(["warm up"])
+    return emb
+
+
+@pytest.fixture
+def vmem(tmp_path: Path, clock: ManualClock, minilm: Any) -> Iterator[Memory]:
+    m = Memory.open(f"sqlite:///{tmp_path / 'v.db'}", clock=clock, embedder=minilm)
+    yield m
+    m.close()
+
+
+ALICE = Scope(user="alice", project="docs-site")
+BOB = Scope(user="bob", project="docs-site")
+
+
+def test_foreign_record_that_matches_perfectly_never_appears(vmem: Memory) -> None:
+    text = "The staging database password rotation happens every Friday at noon"
+    vmem.episodes.append(BOB, text=text, event="note", actor="user", source="chat")
+    vmem.facts.propose(BOB, claim=text, kind="system_fact", subject="staging",
+                       attribute="rotation", actor="user", source="chat")
+    vmem.episodes.append(ALICE, text="Alice fixed a typo in the landing page", actor="user",
+                         source="chat")
+    res = vmem.recall(ALICE, text, k=10)
+    assert all("rotation" not in h.excerpt for h in res.items)
+    assert vmem.recall(BOB, text, k=3).items[0].excerpt.startswith("The staging database")
+
+
+def test_restricted_readers_filtered_before_ranking(vmem: Memory) -> None:
+    project = Scope(project="docs-site")
+    vmem.episodes.append(project, text="Quarterly compensation review outcomes for the team",
+                         actor="user", source="hr", readers=["carol"])
+    assert vmem.recall(ALICE, "compensation review outcomes").items == []
+    carol = vmem.recall(Scope(user="carol", project="docs-site"), "compensation review")
+    assert len(carol.items) == 1
+
+
+def test_superseded_fact_ranks_below_its_replacement(vmem: Memory, clock: ManualClock) -> None:
+    kw: dict[str, Any] = dict(kind="system_fact", subject="deploys", attribute="pipeline",
+                              actor="user", source="wiki")
+    vmem.facts.propose(ALICE, claim="Deploy the docs site with the Jenkins deploy job "
+                                    "(deploy, deploy, deploy)", **kw)
+    clock.advance(days=40)
+    vmem.facts.propose(ALICE, claim="Docs site releases now ship through GitHub Actions", **kw)
+    res = vmem.recall(ALICE, "how do we deploy the docs site with Jenkins", k=5,
+                      decision="planning")
+    statuses = [h.status for h in res.items if h.layer == "facts"]
+    assert statuses[0] == "current"
+    assert "superseded" in statuses
+    superseded = next(h for h in res.items if h.status == "superseded")
+    assert superseded.needs_verification
+
+
+def test_unrelated_query_returns_empty(vmem: Memory) -> None:
+    vmem.episodes.append(ALICE, text="Deploy preview failed because the build cache was stale",
+                         event="deploy_failed", actor="tool", source="ci:812")
+    vmem.facts.propose(ALICE, claim="Alice prefers British spelling", kind="preference",
+                       subject="alice", attribute="spelling", actor="user", source="chat")
+    res = vmem.recall(ALICE, "what is a good recipe for banana bread")
+    assert res.items == [] and res.empty_reason
+    hit = vmem.recall(ALICE, "why did the preview deployment break?")
+    assert hit.items and hit.items[0].event == "deploy_failed"
+
+
+def test_side_effect_decisions_flag_verification(vmem: Memory) -> None:
+    vmem.facts.propose(ALICE, claim="Production deploys need approval from Dmitri",
+                       kind="constraint", subject="deploys", attribute="approver", actor="user",
+                       source="wiki:deploy-policy")
+    res = vmem.recall(ALICE, "who approves production deploys", decision="side_effect")
+    assert res.items and all(h.needs_verification for h in res.items)
+    assert "wiki:deploy-policy" in (res.items[0].verify_reason or "")
+
+
+def test_forget_removes_vectors(vmem: Memory, tmp_path: Path) -> None:
+    vmem.episodes.append(ALICE, text="Ordered a Zanzibar-themed cake for the launch",
+                         actor="user", source="chat")
+    assert vmem.recall(ALICE, "cake for the launch party").items
+    report = vmem.forget(ALICE, match="zanzibar")
+    assert report.counts["episodes"] == 1
+    import sqlite3
+
+    c = sqlite3.connect(tmp_path / "v.db")
+    assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
+    assert vmem.recall(ALICE, "cake for the launch party").items == []
+
+
+def test_model_change_is_detected_and_reindex_fixes_it(tmp_path: Path, minilm: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    first = Memory.open(url, embedder=minilm)
+    first.episodes.append(ALICE, text="Kickoff meeting moved to Thursday", actor="user",
+                          source="cal")
+    first.close()
+    other = Memory.open(url, embedder=HashingEmbedder(dims=64))
+    with pytest.raises(ConfigError, match="reindex"):
+        other.recall(ALICE, "kickoff meeting")
+    assert other.rt.index.vectors is not None
+    assert other.rt.index.vectors.reindex() == 1
+    assert other.recall(ALICE, "kickoff meeting").items
+    other.close()
