@@ -543,6 +543,7 @@ def test_client_from_env_end_to_end(server: LLMTestServer) -> None:
         ('See turn [3]. {"a": 1}', "object", {"a": 1}),
         ("```\n[1, 2]\n```", "array", [1, 2]),
         ('<think>{"draft": true}</think>{"a": 2}', None, {"a": 2}),
+        ('Format: {"a": 0}. Answer:\n```json\n{"a": 1}\n```', None, {"a": 1}),
     ],
 )
 def test_parse_json_output_variants(raw: str, expect: str | None, value: object) -> None:

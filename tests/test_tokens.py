@@ -14,6 +14,7 @@ import pytest
 from memstrata import tokens
 from memstrata.tokens import (
     MESSAGE_OVERHEAD_TOKENS,
+    content_text,
     count_message_tokens,
     count_messages_tokens,
     count_tokens,
@@ -128,6 +129,25 @@ def test_message_counts_include_calls_names_and_overhead() -> None:
     assert count_messages_tokens([plain, call]) == count_message_tokens(
         plain
     ) + count_message_tokens(call)
+
+
+def test_anthropic_blocks_are_counted() -> None:
+    result = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "HTTP 200: 3 entries"},
+            {"type": "text", "text": "continue"},
+        ],
+    }
+    assert content_text(result["content"]) == "HTTP 200: 3 entries\ncontinue"
+    call = {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "t1", "name": "fetch", "input": {"url": "https://x.io"}}
+        ],
+    }
+    assert content_text(call["content"]) == 'fetch {"url": "https://x.io"}'
+    assert count_message_tokens(call) > MESSAGE_OVERHEAD_TOKENS + 5
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:

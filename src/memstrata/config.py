@@ -64,9 +64,18 @@ POLICY_TYPES: dict[str, type] = {
     "min_confidence": float, "secrets": str, "pii_to_review": bool, "dedup_cosine": float,
 }
 DEFAULTS: dict[str, Any] = {
-    "url": None, "embedder": "default", "scratch_url": None,
+    "url": None, "embedder": "minilm", "scratch_url": None,
     "tenant": "default", "user": None, "project": None, "agent": None,
 }
+
+
+def _default(key: str) -> Any:
+    if key == "embedder":
+        from .embeddings import missing_minilm_packages
+
+        # the library's own default: the offline MiniLM model when its extra is installed
+        return "none" if missing_minilm_packages() else "minilm"
+    return DEFAULTS[key]
 
 
 def default_home(env: Mapping[str, str] | None = None) -> Path:
@@ -222,7 +231,7 @@ def load_config(flags: Mapping[str, Any] | None = None, *,
         elif key in data:
             values[key], sources[key] = data[key], f"file:{path}"
         else:
-            values[key], sources[key] = DEFAULTS[key], "default"
+            values[key], sources[key] = _default(key), "default"
     policy: dict[str, Any] = {}
     file_policy = data.get("policy", {})
     for key in POLICY_TYPES:

@@ -22,13 +22,15 @@ come of it::
       before:  [[new_deploy, old_deploy]]   # left ranks above right (right may be absent)
       empty: true                       # nothing relevant is the right answer
 
-Records are written through the public API only, in time order (each item's
-``at``, default ``now``, sets the clock before it is written): a supersession
-is a later ``facts.propose`` in the same slot, and ``supersedes:`` on a fact
-asserts that it happened. A fact the policy sends to review is approved when
-the item names a reviewer (``approve:``); an outcome other than the one the
-fixture expects (``write:``, default: committed, superseding or pending) is a
-fixture error, reported as a failure.
+An item's or the request's ``scope`` replaces the fixture's default scope
+(the tenant carries over unless named). Records are written through the
+public API only, in time order (each item's ``at``, default ``now``, sets the
+clock before it is written): a supersession is a later ``facts.propose`` in
+the same slot, and ``supersedes:`` on a fact asserts that it happened. A
+fact the policy sends to review is approved when the item names a reviewer
+(``approve:``); an outcome other than the one the fixture expects
+(``write:``, default: committed, superseding or pending) is a fixture error,
+reported as a failure.
 
 Request kinds: ``recall`` (need, decision, k, budget_tokens, layers,
 principal), ``context`` (task, query, budget_tokens, principal),
@@ -351,11 +353,13 @@ def load_fixtures(path: str | Path) -> list[Fixture]:
 def similarity_only(mem: Any, scope: Scope, need: str, rule: Any, layers: Sequence[str], *,
                     k: int, principal: str | None, since: datetime | None,
                     until: datetime | None) -> tuple[list[Hit], int]:
-    """Baseline ranker: lexical similarity alone, blind to status, authority and freshness.
+    """Baseline ranker: similarity alone, blind to status, authority and freshness.
 
-    It keeps the gate's filters (scope, readers, not expired) so that what it
-    changes is the ranking only; every hit is labelled current, as in a memory
-    that has no notion of supersession or re-check dates.
+    Similarity is the cosine of the query and record vectors when the store has
+    an embedder (what a plain vector store ranks by), else BM25. It keeps the
+    scope/readers/expiry filters, so what it changes is the ranking and the
+    decision's freshness window; every hit is labelled current, as in a memory
+    with no notion of supersession or re-check dates.
     """
     from .episodes import excerpt
     from .scoping import applies_sql, principal_of
@@ -365,21 +369,31 @@ def similarity_only(mem: Any, scope: Scope, need: str, rule: Any, layers: Sequen
     del rule
     q_terms = terms(need)
     db = mem.db
+    now = mem.clock.now()
     limit = max(k * 5, 25)
+    vectors = mem.rt.index.vectors
+    qvec = vectors.embedder.embed_query(need) if vectors is not None else None
     scored: list[tuple[str, str, float]] = []
     with db.transaction(scope.tenant, write=False) as tx:
         if "facts" in layers:
             where, params = applies_sql(scope)
             where += (f" AND {db.readers_clause('r.readers')} AND r.status IN "
                       "('active', 'superseded') AND (r.expires_at IS NULL OR r.expires_at > ?)")
-            params += [principal_of(scope, principal), mem.clock.now()]
-            scored += [("facts", i, s) for i, s in
-                       db.text_search(tx, "facts", need, where, params, limit)]
+            params += [principal_of(scope, principal), now]
+            found = (vectors.fact_scores(tx, where, params, qvec, limit) if qvec is not None
+                     else db.text_search(tx, "facts", need, where, params, limit))
+            scored += [("facts", i, s) for i, s in found]
         if "episodes" in layers:
-            where, params = mem.episodes.filter_sql(scope, principal, since=since, until=until)
-            scored += [("episodes", i, s) for i, s in
-                       db.text_search(tx, "episodes", need, where, params, limit)]
-    top = max((s for _, _, s in scored), default=1.0) or 1.0
+            if qvec is not None:
+                found = vectors.search(tx, "episodes", scope, principal_of(scope, principal),
+                                       need, limit, now=now, since=since, until=until, qvec=qvec)
+            else:
+                where, params = mem.episodes.filter_sql(scope, principal, since=since,
+                                                        until=until)
+                found = db.text_search(tx, "episodes", need, where, params, limit)
+            scored += [("episodes", i, s) for i, s in found]
+    # cosine is already on 0..1; BM25 is normalised by the best score
+    top = 1.0 if qvec is not None else (max((s for _, _, s in scored), default=1.0) or 1.0)
     hits: list[Hit] = []
     for layer, rid, s in scored:
         if layer == "facts":

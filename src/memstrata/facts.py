@@ -224,6 +224,51 @@ class Facts:
                        "WHERE tenant = ? AND id = ?", (now, reason, tenant, fact_id))
         return self.get(fact_id, tenant=tenant)
 
+    def undo_supersede(self, fact_id: str, *, reason: str, tenant: str | None = None) -> Fact:
+        """Undo the supersession made by ``fact_id``: its predecessor is current again.
+
+        In one transaction ``fact_id`` is retired (reason recorded, flag
+        ``supersession_undone``) and the fact it superseded becomes active again
+        (``valid_to`` cleared, reason says why). The two links are cleared so the
+        chain stays consistent for later supersessions; both reasons name the
+        other record. Refused (Conflict) unless ``fact_id`` is active and
+        supersedes a fact that is still ``superseded`` by it, unexpired, with its
+        slot free. Returns the restored fact.
+        """
+        reason = _reason(reason)
+        tenant = tenant or self._rt.default_tenant
+        now = self._rt.clock.now()
+        with self._rt.db.transaction(tenant) as tx:
+            fact = self._get(tx, tenant, fact_id)
+            if fact.status != "active":
+                later = f" by fact:{fact.superseded_by}" if fact.superseded_by else ""
+                raise Conflict(f"fact {fact.id} is {fact.status}{later}; only the current fact "
+                               "of a chain can be undone",
+                               hint="undo the latest supersession first")
+            if not fact.supersedes:
+                raise Conflict(f"fact {fact.id} did not supersede anything",
+                               hint="use `memstrata facts retire` to take it out")
+            prev = self._get(tx, tenant, fact.supersedes)
+            if prev.status != "superseded" or prev.superseded_by != fact.id:
+                raise Conflict(f"fact {prev.id} is {prev.status}, no longer superseded by "
+                               f"{fact.id}; the chain moved on")
+            if prev.expires_at is not None and prev.expires_at <= now:
+                raise Conflict(f"fact {prev.id} expired on {prev.expires_at.date()}; "
+                               "propose it again instead")
+            occupant = self._slot_row(tx, prev.scope, prev.subject, prev.attribute, "active")
+            if occupant is not None and occupant["id"] != fact.id:
+                raise Conflict(f"fact {occupant['id']} is now current in the slot of {prev.id}")
+            tx.execute(
+                "UPDATE facts SET status = 'retired', valid_to = ?, supersedes = NULL, "
+                "reason = ?, flags = ? WHERE tenant = ? AND id = ?",
+                (now, f"supersession of fact:{prev.id} undone: {reason}",
+                 json.dumps(sorted({*fact.flags, "supersession_undone"})), tenant, fact.id))
+            tx.execute(
+                "UPDATE facts SET status = 'active', valid_to = NULL, superseded_by = NULL, "
+                "reason = ? WHERE tenant = ? AND id = ?",
+                (f"restored: supersession by fact:{fact.id} undone: {reason}", tenant, prev.id))
+        return self.get(prev.id, tenant=tenant)
+
     # -- reads ------------------------------------------------------------
     def get(self, fact_id: str, *, tenant: str | None = None) -> Fact:
         tenant = tenant or self._rt.default_tenant

@@ -23,6 +23,7 @@ Contract:
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -33,6 +34,7 @@ from typing import Any, Protocol
 __all__ = [
     "ENCODING_NAME",
     "MESSAGE_OVERHEAD_TOKENS",
+    "content_text",
     "count_message_tokens",
     "count_messages_tokens",
     "count_tokens",
@@ -165,8 +167,13 @@ def _truncate_estimated(text: str, n: int) -> str:
     return text[:lo]
 
 
-def _content_text(content: Any) -> str:
-    """Text of a message ``content``: a string or a list of OpenAI-style parts."""
+def content_text(content: Any) -> str:
+    """Text of a message ``content``: a string, or a list of parts.
+
+    Parts may be OpenAI ``{"type": "text", "text": ...}``, Anthropic
+    ``tool_result`` (its nested ``content``) or ``tool_use`` (its ``input`` as
+    JSON), or plain strings; parts without text (images) count as nothing.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
@@ -176,8 +183,13 @@ def _content_text(content: Any) -> str:
         for part in content:
             if isinstance(part, str):
                 parts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
+            elif isinstance(part, Mapping):
+                if isinstance(part.get("text"), str):
+                    parts.append(part["text"])
+                elif part.get("type") == "tool_result":
+                    parts.append(content_text(part.get("content")))
+                elif part.get("type") == "tool_use":
+                    parts.append(f"{part.get('name', '')} {json.dumps(part.get('input'))}")
         return "\n".join(parts)
     return str(content)
 
@@ -189,7 +201,7 @@ def count_message_tokens(message: Mapping[str, Any]) -> int:
     An approximation of what a chat API bills for the message; good enough
     for budgeting, and identical across providers so budgets are portable.
     """
-    total = MESSAGE_OVERHEAD_TOKENS + count_tokens(_content_text(message.get("content")))
+    total = MESSAGE_OVERHEAD_TOKENS + count_tokens(content_text(message.get("content")))
     name = message.get("name")
     if isinstance(name, str):
         total += count_tokens(name)

@@ -62,6 +62,7 @@ from memstrata.errors import ProviderError, ValidationError
 from memstrata.llm import LLMClient
 from memstrata.tokens import (
     MESSAGE_OVERHEAD_TOKENS,
+    content_text,
     count_message_tokens,
     count_tokens,
     truncate_to_tokens,
@@ -94,19 +95,6 @@ class Summariser(Protocol):
 # ------------------------------------------------------------------------ rendering
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text", "")) if isinstance(part, Mapping) else str(part)
-            for part in content
-        )
-    return str(content)
-
-
 def _call_label(call: Mapping[str, Any]) -> str:
     function = call.get("function")
     if not isinstance(function, Mapping):
@@ -125,7 +113,7 @@ def render_messages(messages: Sequence[Mapping[str, Any]]) -> str:
             if message.get("ok") is False or message.get("is_error") is True:
                 details.append("failed")
             label = f"tool ({', '.join(details)})" if details else "tool"
-        text = _text(message.get("content")).strip()
+        text = content_text(message.get("content")).strip()
         calls = message.get("tool_calls")
         if isinstance(calls, list) and calls:
             called = "; ".join(_call_label(c) for c in calls if isinstance(c, Mapping))
@@ -220,7 +208,7 @@ class ExtractiveSummariser:
             label = f"tool {message['name']}" if role == "tool" and message.get("name") else role
             if role == "tool" and (message.get("ok") is False or message.get("is_error")):
                 label += " (failed)"
-            text = _text(message.get("content"))
+            text = content_text(message.get("content"))
             if text.startswith(_SUMMARY_HEADER):
                 # An earlier summary: its lines are already "- label: sentence".
                 for line in text.splitlines()[1:]:
@@ -459,7 +447,7 @@ class Transcript:
         entry.tool = str(name) if name else "tool"
         entry.url = str(url) if url else None
         entry.failed = data.get("ok") is False or data.get("is_error") is True
-        text = _text(data.get("content"))
+        text = content_text(data.get("content"))
         entry.digest = hashlib.sha256(text.strip().encode()).hexdigest()
         capped = _cut(text, self.observation_cap)
         if capped != text or not isinstance(data.get("content"), str):
@@ -498,7 +486,7 @@ class Transcript:
                 stub = f"(same result as turn {newest.turn})"
             else:
                 stub = f"(superseded: same URL fetched again in turn {newest.turn})"
-            current = _text(entry.message.get("content"))
+            current = content_text(entry.message.get("content"))
             if current.startswith("(same ") or current.startswith("(superseded"):
                 self._set_content(entry, stub)  # re-point an older stub to the newest turn
             elif count_tokens(stub) < count_tokens(current):
@@ -538,7 +526,11 @@ class Transcript:
             message = {k: v for k, v in owner.message.items() if k != "tool_calls"}
             if remaining:
                 message["tool_calls"] = remaining
-            if not remaining and not _text(message.get("content")).strip() and not owner.pinned:
+            if (
+                not remaining
+                and not content_text(message.get("content")).strip()
+                and not owner.pinned
+            ):
                 self._entries.remove(owner)
             else:
                 owner.message = message
@@ -594,7 +586,7 @@ class Transcript:
             excess = self.tokens() - self.budget_tokens
             if excess <= 0:
                 return
-            text = _text(entry.message.get("content"))
+            text = content_text(entry.message.get("content"))
             text_tokens = count_tokens(text)
             if text_tokens == 0:
                 continue

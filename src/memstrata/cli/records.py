@@ -130,6 +130,22 @@ def facts_retire(as_json: bool, fact_id: str, reason: str) -> None:
         click.echo(f"retired {fact.ref}: {fact.reason}")
 
 
+@facts.command("undo-supersede")
+@store_options
+@json_option
+@click.argument("fact_id")
+@click.option("--reason", required=True, help="Why the supersession was wrong.")
+def facts_undo_supersede(as_json: bool, fact_id: str, reason: str) -> None:
+    """Undo a supersession: retire FACT_ID and make the fact it replaced current again."""
+    mem = open_memory(embedder=None)
+    restored = mem.facts.undo_supersede(fact_id, reason=reason, tenant=current_scope().tenant)
+    if as_json:
+        emit_json(restored)
+    else:
+        click.echo(f"restored {restored.ref} [{restored.status}] {restored.claim}")
+        click.echo(f"  retired fact:{fact_id.removeprefix('fact:')}: {reason}")
+
+
 @click.group()
 def review() -> None:
     """The review queue: identity, untrusted and restricted facts wait for a person."""

@@ -1,0 +1,240 @@
+"""CLI: the interfaces around the library — mcp, tools, export/import/migrate/lint, demo, config.
+
+Each command stays an adapter: resolve the configuration (flags > env >
+config file > defaults, :mod:`memstrata.config`), make one library call,
+print. Heavy modules (the MCP SDK, rich progress) load inside the commands.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from ._common import emit_json, json_option, store_options, table
+
+_FLAG_NAMES = ("url", "tenant", "user", "project", "agent")
+
+
+def cli_config() -> Any:
+    """The effective configuration for this command (flags given on the command line win)."""
+    from ..config import load_config
+
+    ctx = click.get_current_context()
+    flags = {}
+    for name in _FLAG_NAMES:
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
+            flags[name] = ctx.params.get(name)
+    return load_config(flags)
+
+
+def _open(cfg: Any, **overrides: Any) -> Any:
+    mem = cfg.open_memory(**overrides)
+    click.get_current_context().call_on_close(mem.close)
+    return mem
+
+
+# -- mcp ----------------------------------------------------------------------
+
+@click.command()
+@store_options
+@click.option("--task", default=None, help="Default task for get_current_task/save_checkpoint.")
+@click.option("--http", "use_http", is_flag=True,
+              help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port for --http.")
+@click.option("--actor", type=click.Choice(["agent", "user", "tool"]), default="agent",
+              show_default=True, help="Who tool writes are attributed to.")
+def mcp(task: str | None, use_http: bool, port: int, actor: str) -> None:
+    """Run the MCP server for one scope (stdio by default).
+
+    \b
+    The scope comes from --tenant/--user/--project (or the configuration),
+    never from tool arguments. Register it with an MCP client, e.g.:
+      {"command": "memstrata", "args": ["mcp", "--user", "alice", "--project", "docs-site"]}
+    """
+    import anyio
+
+    from ..mcp_server import build_server, serve_http, serve_stdio
+
+    cfg = cli_config()
+    mem = _open(cfg)
+    server = build_server(mem, cfg.scope(), task=task, actor=actor)
+    if use_http:
+        click.echo(f"memstrata MCP on http://127.0.0.1:{port}/mcp for {cfg.scope()}", err=True)
+        anyio.run(lambda: serve_http(server, port=port))
+    else:
+        anyio.run(serve_stdio, server)
+
+
+# -- tools --------------------------------------------------------------------
+
+@click.command("tools")
+@click.option("--format", "fmt", type=click.Choice(["openai", "anthropic", "mcp"]),
+              default="openai", show_default=True, help="Which function-calling format.")
+def tools_cmd(fmt: str) -> None:
+    """Print the memory tools' JSON schemas for OpenAI or Anthropic function calling."""
+    from ..tools import anthropic_tools, openai_tools, tool_definitions
+
+    out = {"openai": openai_tools, "anthropic": anthropic_tools, "mcp": tool_definitions}[fmt]()
+    click.echo(json.dumps(out, indent=2))
+
+
+# -- markdown files -----------------------------------------------------------
+
+@click.command("export")
+@store_options
+@json_option
+@click.option("--markdown", "directory", type=click.Path(file_okay=False, path_type=Path),
+              required=True, help="Write identity.md, working-context.md, episodic.md here.")
+@click.option("--force", is_flag=True, help="Overwrite files that differ (edits are lost).")
+def export_cmd(as_json: bool, directory: Path, force: bool) -> None:
+    """Export exactly this scope's memory as Markdown files people can read."""
+    from ..markdown import export_markdown
+
+    cfg = cli_config()
+    mem = _open(cfg, embedder=None)
+    report = export_markdown(mem, cfg.scope(), directory, overwrite=force)
+    if as_json:
+        emit_json({"directory": str(report.directory), "counts": report.counts,
+                   "files": [str(p) for p in report.files]})
+        return
+    click.echo(f"exported {cfg.scope()} to {directory}: " +
+               ", ".join(f"{k} {v}" for k, v in report.counts.items()))
+
+
+@click.command("import")
+@store_options
+@json_option
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--trust", is_flag=True,
+              help="You vouch for these files: approve identity entries (and anything else "
+                   "held for review) with you as the reviewer.")
+@click.option("--reviewer", default=None, help="Reviewer name for --trust (default: $USER).")
+def import_cmd(as_json: bool, directory: Path, trust: bool, reviewer: str | None) -> None:
+    """Import identity.md, working-context.md and episodic.md through the write policy.
+
+    Identity entries wait in the review queue unless you pass --trust.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from ..markdown import import_markdown
+
+    cfg = cli_config()
+    mem = _open(cfg)
+    if trust and not reviewer:
+        reviewer = getpass.getuser()
+    with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(),
+                  transient=True, disable=as_json) as bar:
+        job = bar.add_task("import", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(job, completed=done, total=total)
+
+        report = import_markdown(mem, cfg.scope(), directory, trust=trust, reviewer=reviewer,
+                                 progress=progress)
+    if as_json:
+        emit_json({"counts": report.counts, "pending": report.pending,
+                   "rejected": report.rejected})
+        return
+    click.echo(f"imported into {cfg.scope()}: " +
+               (", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())) or "nothing"))
+    for line in report.pending:
+        click.echo(f"  pending review: {line}")
+    for line in report.rejected:
+        click.echo(f"  rejected: {line}")
+    if report.pending:
+        click.echo("  approve with `memstrata review approve ID --reviewer NAME`, or re-run "
+                   "with --trust")
+
+
+@click.command()
+@json_option
+@click.argument("memory_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--to", "directory", type=click.Path(file_okay=False, path_type=Path),
+              required=True, help="Directory for identity.md, working-context.md, episodic.md.")
+@click.option("--force", is_flag=True, help="Overwrite existing files that differ.")
+def migrate(as_json: bool, memory_file: Path, directory: Path, force: bool) -> None:
+    """Sort a single legacy MEMORY.md into the three files (review them, then import)."""
+    from ..migrate import migrate_memory_file
+
+    result = migrate_memory_file(memory_file, directory, overwrite=force)
+    if as_json:
+        emit_json([{"line": r.line, "destination": r.destination, "text": r.text,
+                    "note": r.note} for r in result.routes])
+        return
+    table(f"{memory_file} → {directory}", ["line", "to", "text", "note"],
+          [[r.line, r.destination, r.text, r.note] for r in result.routes])
+    counts: dict[str, int] = {}
+    for r in result.routes:
+        counts[r.destination] = counts.get(r.destination, 0) + 1
+    click.echo(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) +
+               ". Dates/sources starting with ~ are approximate. Next: "
+               f"`memstrata lint {directory}`, then `memstrata import {directory}`.")
+
+
+@click.command()
+@json_option
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def lint(as_json: bool, directory: Path) -> None:
+    """Check the Markdown memory files' format and sizes (exit 1 on errors)."""
+    from ..markdown import lint_markdown
+
+    issues = lint_markdown(directory)
+    errors = [i for i in issues if i.severity == "error"]
+    if as_json:
+        emit_json({"ok": not errors, "issues": [
+            {"file": i.file, "line": i.line, "severity": i.severity, "message": i.message}
+            for i in issues]})
+    elif not issues:
+        click.echo(f"ok: {directory} is well-formed and within size limits")
+    else:
+        for i in issues:
+            click.echo(str(i))
+    if errors:
+        raise SystemExit(1)
+
+
+# -- demo ---------------------------------------------------------------------
+
+@click.command()
+@click.option("--fast", is_flag=True, help="Skip the embedder (lexical retrieval only).")
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the demo store in this directory (default: a temporary one).")
+def demo(fast: bool, home: Path | None) -> None:
+    """Run the scripted multi-session story on a fresh embedded store (under a minute)."""
+    from ..config import load_config
+    from ..demo import run_demo
+
+    embedder = "none" if fast else load_config().embedder
+    result = run_demo(home=home, embedder=embedder)
+    if not result.ok:
+        raise SystemExit(1)
+
+
+# -- config -------------------------------------------------------------------
+
+@click.group()
+def config() -> None:
+    """Configuration: $MEMSTRATA_HOME/config.toml, environment and flags."""
+
+
+@config.command("show")
+@store_options
+@json_option
+def config_show(as_json: bool) -> None:
+    """Print the effective configuration and where each value came from."""
+    cfg = cli_config()
+    if as_json:
+        emit_json(cfg.as_dict())
+    else:
+        table("effective configuration (flags > env > file > defaults)",
+              ["setting", "value", "source"], cfg.rows())
+
+
+def register(group: click.Group) -> None:
+    for cmd in (mcp, tools_cmd, export_cmd, import_cmd, migrate, lint, demo, config):
+        group.add_command(cmd)
