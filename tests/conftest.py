@@ -10,7 +10,7 @@ import pytest
 
 from memstrata import ManualClock, Memory, Scope
 
-pytest_plugins = ["services"]
+pytest_plugins = ["services", "backends"]
 
 START = "2026-08-03T09:00:00+00:00"
 
@@ -25,9 +25,23 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "memory.db"
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # The conformance suite: every test on `mem` runs on each backend (see backends.py),
+    # except those that read the SQLite file itself (`db_path`).
+    if "backend" in metafunc.fixturenames:
+        from backends import backend_params  # a plugin: imported by pytest first
+
+        metafunc.parametrize("backend", backend_params(
+            raw_sqlite="db_path" in metafunc.fixturenames))
+
+
 @pytest.fixture
-def mem(db_path: Path, clock: ManualClock) -> Iterator[Memory]:
-    m = Memory.open(f"sqlite:///{db_path}", clock=clock, embedder=None)
+def mem(request: pytest.FixtureRequest, backend: str, tmp_path: Path,
+        clock: ManualClock) -> Iterator[Memory]:
+    """A store on ``backend``; on SQLite it is the file at ``db_path``."""
+    from backends import open_memory
+
+    m = open_memory(request, backend, tmp_path, clock)
     yield m
     m.close()
 

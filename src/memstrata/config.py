@@ -235,7 +235,7 @@ def load_config(flags: Mapping[str, Any] | None = None, *,
     policy: dict[str, Any] = {}
     file_policy = data.get("policy", {})
     for key in POLICY_TYPES:
-        var = POLICY_ENV_VARS.get(key)
+        var = POLICY_ENV_VARS.get(key, "")
         if var and env.get(var):
             policy[key] = _policy_value(key, env[var], f"env:{var}")
             sources[f"policy.{key}"] = f"env:{var}"

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from .clock import ManualClock
 from .memory import Memory
 from .models import Scope
@@ -103,7 +105,9 @@ class _Story:
         ctx = mem.context(self.alice, task=task, query=query, budget_tokens=1200)
         title = "context" + (f" (task={task})" if task else "") + (
             f" (query={query!r})" if query else "")
-        self.console.print(Panel(ctx.text or "(empty)", title=title, title_align="left",
+        from rich.text import Text
+
+        self.console.print(Panel(Text(ctx.text or "(empty)"), title=title, title_align="left",
                                  subtitle=f"{ctx.tokens} of {ctx.budget_tokens} tokens",
                                  subtitle_align="right"))
         table = Table(title="manifest: what entered and why", title_justify="left",
@@ -111,7 +115,7 @@ class _Story:
         for col in ("ref", "layer", "in", "why"):
             table.add_column(col, overflow="fold")
         for m in ctx.manifest:
-            table.add_row(m.ref, m.layer, "yes" if m.included else "no", m.reason)
+            table.add_row(Text(m.ref), m.layer, "yes" if m.included else "no", Text(m.reason))
         self.console.print(table)
         return ctx
 
@@ -138,13 +142,13 @@ class _Story:
                 self.alice, claim="Alice wants a written weekly status update, no status "
                 "meetings", kind="preference", subject="alice", attribute="status_updates",
                 actor="user", source="chat:session-1")
-            self.console.print(f"  write policy: [bold]{res.status}[/bold] — {res.reason}")
+            self.console.print(f"  write policy: [bold]{res.status}[/bold] — {escape(res.reason)}")
             ident = mem.facts.propose(
                 self.alice, claim="Alice leads the docs team at Acme; write in British English",
                 kind="profile", subject="alice", attribute="role", actor="user",
                 source="chat:session-1", tier="identity")
             self.console.print(f"  identity proposal: [bold]{ident.status}[/bold] — "
-                               f"{ident.reason}")
+                               f"{escape(ident.reason)}")
             assert ident.record is not None
             mem.review.approve(ident.record.id, reviewer="alice")
             self.console.print("  alice approves it: `memstrata review approve ID "
@@ -232,23 +236,36 @@ class _Story:
         self.step("5. Six weeks later, the preference changes",
                   "Alice: [italic]\"From now on, a short daily async update in Slack instead "
                   "of the weekly one.\"[/italic] Same slot, different claim: the new fact "
-                  "supersedes the old one, which stays in history but leaves the context.")
+                  "supersedes the old one, which stays in history: it leaves the session "
+                  "context, and a recall ranks it below the current one, labelled superseded.")
         with self.worker("session 9") as mem:
             res = mem.facts.propose(
                 self.alice, claim="Alice wants a short daily async update in Slack instead of "
                 "the weekly one", kind="preference", subject="alice",
                 attribute="status_updates", actor="user", source="chat:session-9")
-            self.console.print(f"  write policy: [bold]{res.status}[/bold] — {res.reason}")
+            self.console.print(f"  write policy: [bold]{res.status}[/bold] — {escape(res.reason)}")
             assert res.record is not None
             for f in mem.facts.history(res.record.id, tenant=self.alice.tenant):
                 until = f.valid_to.date().isoformat() if f.valid_to else "now"
                 self.console.print(f"  history: [{f.status}] {f.claim} "
-                                   f"({(f.valid_from or f.created_at).date()} → {until})")
-            ctx = self.show_context(mem, query="how does Alice want status updates?")
+                                   f"({(f.valid_from or f.created_at).date()} → {until})",
+                                   markup=False)
+            ctx = self.show_context(mem)
+            found = mem.recall(self.alice, "how does Alice want status updates?")
+            self.console.print("  recall('how does Alice want status updates?'):")
+            for h in found.items:
+                flag = f" — verify: {h.verify_reason}" if h.needs_verification else ""
+                self.console.print(f"    {h.score:.2f} [{h.status}] {h.excerpt}{flag}",
+                                   markup=False)
+            old = [h for h in found.items if "weekly status update" in h.excerpt]
             self.check("the new preference superseded the old one", res.status == "superseding")
-            self.check("only the current preference entered the context",
+            self.check("the session context holds only the current preference",
                        "daily async update" in ctx.text and "weekly status update" not in
                        ctx.text)
+            self.check("recall ranks the current preference first; the old one is labelled",
+                       bool(found.items) and "daily async update" in found.items[0].excerpt
+                       and all(h.status == "superseded" and h.needs_verification
+                               for h in old))
 
     def secret_refused(self) -> None:
         self.step("6. A secret is refused",
@@ -290,9 +307,10 @@ def print_call(console: Any, tools: ToolDispatcher, name: str,
 
     result = tools.dispatch(name, arguments)
     shown = {k: (v if len(str(v)) < 60 else str(v)[:57] + "...") for k, v in arguments.items()}
-    console.print(f"  [cyan]tool[/cyan] {name}({json.dumps(shown, ensure_ascii=False)})")
+    console.print(f"  tool {name}({json.dumps(shown, ensure_ascii=False)})", markup=False,
+                  style="cyan")
     console.print(f"    → {json.dumps(result, ensure_ascii=False, default=str)}",
-                  highlight=False)
+                  markup=False)
     return result
 
 

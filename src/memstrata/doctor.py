@@ -17,7 +17,15 @@ if TYPE_CHECKING:
 
 def verify(mem: Memory) -> list[str]:
     problems = list(mem.db.verify())
-    tenant = mem.rt.default_tenant
+    # A backend with row-level security (PostgreSQL) shows one tenant per transaction.
+    tenants = getattr(mem.db, "tenants", None)
+    for tenant in tenants() if tenants is not None else [mem.rt.default_tenant]:
+        problems += _verify_tenant(mem, tenant)
+    return problems
+
+
+def _verify_tenant(mem: Memory, tenant: str) -> list[str]:
+    problems: list[str] = []
     with mem.db.transaction(tenant, write=False) as tx:
         for row in tx.all(
             "SELECT tenant, scope_key, subject, attribute, count(*) AS n FROM facts "

@@ -363,7 +363,12 @@ class MiniLMEmbedder:
         if not items:
             return _empty(self.dims)
         runtime = self._ensure_loaded()
-        encodings = runtime.tokenizer.encode_batch(items)
+        # encode_batch fans out over Rayon threads; a single query does not need
+        # them (and a later fork() would warn about them).
+        if len(items) == 1:
+            encodings = [runtime.tokenizer.encode(items[0])]
+        else:
+            encodings = runtime.tokenizer.encode_batch(items)
         # Sorting by token count makes each batch pad to similar lengths
         # (sentence-transformers does the same); results go back by index.
         order = sorted(range(len(items)), key=lambda i: len(encodings[i].ids))

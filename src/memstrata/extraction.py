@@ -22,10 +22,12 @@ Contract:
   the cited turn exists and is a user, assistant or tool turn (a system
   prompt or a memstrata summary cannot be cited); an ``evidence`` quote, if
   given, occurs verbatim in that turn (case, whitespace and quote style
-  ignored; for ``propose_memory`` calls, in any turn up to the call); and the
+  ignored; for proposals from tool calls such as ``propose_memory``, whose
+  ``via`` is neither ``llm`` nor ``statement``, in any turn up to the call); and the
   turn *supports* the claim: at least ``SUPPORT_MIN`` (half) of the claim's
   content words, names of the subject and scope left out, occur in the turn
-  (stemmed; see :mod:`memstrata.judge`). Malformed model output is a
+  (stemmed; see :mod:`memstrata.judge`), or a third (``SUPPORT_MIN_QUOTED``)
+  when the proposal's evidence quote was found in the turn. Malformed model output is a
   :class:`~memstrata.errors.ProviderError`; any invalid proposal is a
   :class:`~memstrata.errors.ValidationError` listing every problem. Either
   way nothing is written. Conflict judging (which may call a model) also
@@ -89,6 +91,10 @@ if TYPE_CHECKING:
 
 #: Share of a claim's content words that must occur in the cited turn.
 SUPPORT_MIN = 0.5
+#: The same, when the proposal carries an evidence quote found verbatim in the turn: the
+#: quote pins the statement down, so a paraphrase ("docs PRs" -> "documentation pull
+#: requests") may share fewer words.
+SUPPORT_MIN_QUOTED = 1 / 3
 #: Proposals an LLM proposer may make per session; extras are reported as rejected.
 DEFAULT_MAX_CANDIDATES = 3
 #: Characters of the cited turn kept as evidence when no quote is given.
@@ -510,8 +516,9 @@ class LLMProposer:
     The prompt carries the criteria, the scope's current facts (restricted
     ones left out) so the model can reuse their slots, and the transcript as
     ``[turn N] role: text`` lines (system prompts and summaries left out,
-    each turn cut to ``max_turn_chars``, the oldest turns dropped beyond
-    ``max_prompt_chars``). Output that does not fit :data:`EXTRACTION_SCHEMA`
+    secrets redacted, each turn cut to ``max_turn_chars``, the oldest turns
+    dropped beyond ``max_prompt_chars``); a session without a user,
+    assistant or tool turn is not sent at all. Output that does not fit :data:`EXTRACTION_SCHEMA`
     is a ProviderError.
     """
 
@@ -548,7 +555,7 @@ class LLMProposer:
             if turn.actor is None:
                 continue
             label = f"tool {turn.name}" if turn.role == "tool" and turn.name else turn.role
-            body = turn.text
+            body = redact_secrets(turn.text)[0]  # secrets never leave for a model provider
             if len(body) > self.max_turn_chars:
                 body = body[: self.max_turn_chars] + " [...]"
             line = f"[turn {turn.index}] {label}: {body}"
@@ -560,6 +567,8 @@ class LLMProposer:
         return head + "\n\nSession transcript:\n" + "\n\n".join(reversed(lines))
 
     def propose(self, session: Session) -> list[Proposed]:
+        if not any(turn.actor for turn in session.turns):
+            return []  # nothing a fact could cite: no call
         answer = self.client.complete_json(self.system_prompt(session), self.user_prompt(session),
                                            EXTRACTION_SCHEMA, max_tokens=self.max_tokens)
         items = answer.get("candidates") if isinstance(answer, Mapping) else None
@@ -680,7 +689,12 @@ def extract(mem: Memory, scope: Scope, transcript: Any, proposer: Proposer | Non
     existing = tuple(mem.facts.current(scope, limit=1000))
     session = Session(scope, turns, existing, now)
     proposals = list(proposer.propose(session))
-    report = ExtractionReport(scope=scope, proposer=proposer.name, source=base, turns=len(turns))
+    name = str(getattr(proposer, "name", type(proposer).__name__))
+    odd = [type(p).__name__ for p in proposals if not isinstance(p, Proposal | ForgetRequest)]
+    if odd:
+        raise ValidationError(f"proposer {name} returned {', '.join(sorted(set(odd)))}, not "
+                              "Proposal or ForgetRequest; nothing was written")
+    report = ExtractionReport(scope=scope, proposer=name, source=base, turns=len(turns))
 
     plans = [_check(p, n, turns, scope, base) for n, p in enumerate(proposals, 1)]
     bad = [p for p in plans if p.problem]
@@ -689,13 +703,13 @@ def extract(mem: Memory, scope: Scope, transcript: Any, proposer: Proposer | Non
         more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
         raise ValidationError(
             f"extraction refused, nothing was written: {len(bad)} of {len(plans)} proposals "
-            f"from {proposer.name} are invalid: {listed}{more}",
+            f"from {name} are invalid: {listed}{more}",
             hint="each proposal must cite an existing user/assistant/tool turn that states it",
             problems=[p.problem for p in bad])
     for p in bad:
         report.add(_item(p, "rejected", f"invalid: {p.problem}"))
     plans = [p for p in plans if not p.problem]
-    plans = _cap(plans, proposer.max_candidates, report)
+    plans = _cap(plans, getattr(proposer, "max_candidates", None), report)
 
     # Judging may call a model: do all of it before the first write.
     for plan in plans:
@@ -746,9 +760,10 @@ def _check(p: Proposed, n: int, turns: tuple[Turn, ...], scope: Scope, base: str
             return plan
     names = [*names_of(scope, p.subject), "said"]  # "said": the explicit proposer's framing
     share = support(p.claim, turn.text, names)
-    if share < SUPPORT_MIN:
+    need = SUPPORT_MIN_QUOTED if p.evidence else SUPPORT_MIN
+    if share < need:
         plan.problem = (f"{what} is not supported by turn {p.turn}: {share:.0%} of its content "
-                        f"words occur there (needs {SUPPORT_MIN:.0%})")
+                        f"words occur there (needs {need:.0%})")
         return plan
     evidence = p.evidence or _excerpt(turn.text)
     try:
@@ -817,6 +832,7 @@ def _write(mem: Memory, plan: _Planned) -> ExtractionItem:
     item.slot = f"{cand.subject}/{cand.attribute}"
     if res.record is not None:
         item.ref = res.record.ref
+        item.slot = f"{res.record.subject}/{res.record.attribute}"
         item.claim = redact_secrets(res.record.claim)[0]
     if res.superseded is not None:
         item.superseded = res.superseded.ref
@@ -940,6 +956,7 @@ __all__ = [
     "DEFAULT_MAX_CANDIDATES",
     "EXTRACTION_SCHEMA",
     "SUPPORT_MIN",
+    "SUPPORT_MIN_QUOTED",
     "ExplicitProposer",
     "ExtractionItem",
     "ExtractionReport",

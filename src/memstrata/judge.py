@@ -7,7 +7,8 @@ attribute). This module goes beyond exact slots, for extraction:
    candidate's scope that might answer the same question: the same slot
    after normalisation (:func:`slot_key`: case, separators and plural ``s``
    ignored), vector cosine >= ``min_cosine`` when the store has vectors,
-   or lexical similarity >= ``min_overlap`` (:func:`term_overlap`). Facts in
+   or lexical similarity >= ``min_overlap`` (:func:`term_overlap` of the
+   claim and attribute terms; one shared term in five is enough). Facts in
    the candidate's own exact slot are left to the facts layer.
 2. A :class:`ConflictJudge` decides ``supersede`` or ``coexist`` for each,
    best match first, and stops at the first ``supersede``:
@@ -28,9 +29,9 @@ Lexical terms (:func:`content_terms`): lower-cased words without stop words,
 lightly stemmed (``-ies``, ``-ing``, ``-ed``, ``-es``, ``-s``, then a final
 ``-e``, never below three letters); two terms match when equal or when one
 is a prefix of the other and the shorter has at least four letters
-(``writ``/``written``). Names (the subject, the scope's user/project/agent
-and the words ``user``/``agent``) are left out, so "Alice prefers X" and
-"I prefer X" compare on X.
+(``writ``/``written``). Names (the subject, the scope's user/project/agent,
+the words ``user``/``agent`` and the framing word ``said``) are left out, so
+"Alice prefers X" and "I prefer X" compare on X.
 """
 
 from __future__ import annotations
@@ -52,13 +53,14 @@ if TYPE_CHECKING:
 
 JudgeVerdict = Literal["supersede", "coexist"]
 
-#: Lexical similarity (overlap coefficient of claim terms) that makes a fact worth judging.
-MIN_OVERLAP = 0.25
+#: Lexical similarity (overlap coefficient of claim + attribute terms) worth a judge's look.
+MIN_OVERLAP = 0.2
 #: Vector cosine that makes a fact worth judging (when the store has vectors).
 MIN_COSINE = 0.5
 #: How many similar facts are judged per candidate, best first.
 MAX_JUDGED = 3
-_GENERIC_NAMES = frozenset({"user", "agent", "the"})
+#: Framing words that say nothing about the content ("alice said: ...").
+_GENERIC_NAMES = frozenset({"user", "agent", "the", "said"})
 _NEGATIONS = frozenset({"not", "no", "never", "nor", "without", "cannot", "none", "nobody",
                         "nothing", "neither", "stop", "stopped"})
 #: The one term every negation word becomes.
@@ -256,12 +258,13 @@ class Resolution:
     target: Fact | None = None
     judgement: Judgement | None = None
     judged: list[tuple[Similar, Judgement]] = field(default_factory=list)
+    dup_reason: str | None = None
 
     @property
     def note(self) -> str | None:
         """One line for the report, or None when nothing was judged."""
-        if self.action == "duplicate" and self.target is not None:
-            return f"same content words as {self.target.ref}"
+        if self.action == "duplicate":
+            return self.dup_reason
         if self.judgement is not None and self.target is not None:
             return f"{self.judgement.judge} judge: supersedes {self.target.ref}: " \
                    f"{self.judgement.reason}"
@@ -294,11 +297,12 @@ def conflict_candidates(mem: Memory, cand: Candidate, *, min_overlap: float = MI
         if score >= min_cosine and fid not in found:
             fact = next(f for f in pool if f.id == fid)
             found[fid] = Similar(fact, score, "cosine")
-    mine = content_terms(cand.claim, drop=names_of(cand.scope, cand.subject))
+    mine = content_terms(f"{cand.claim} {cand.attribute}",
+                         drop=names_of(cand.scope, cand.subject))
     for f in pool:
         if f.id in found:
             continue
-        theirs = content_terms(f.claim, drop=names_of(f.scope, f.subject))
+        theirs = content_terms(f"{f.claim} {f.attribute}", drop=names_of(f.scope, f.subject))
         score = term_overlap(mine, theirs)
         if score >= min_overlap:
             found[f.id] = Similar(f, score, "terms")
@@ -330,14 +334,14 @@ def resolve(mem: Memory, cand: Candidate, judge: ConflictJudge, *,
     if facts is None:
         facts = mem.facts.current(cand.scope, limit=1000)
     mine = content_terms(cand.claim, drop=names_of(cand.scope, cand.subject))
-    for f in facts:
-        if f.scope != cand.scope or f.status != "active" or f.kind != cand.kind:
-            continue
+    same_kind = [f for f in facts if f.scope == cand.scope and f.status == "active"
+                 and f.kind == cand.kind]
+    for f in same_kind:
         if same_terms(mine, content_terms(f.claim, drop=names_of(f.scope, f.subject))):
             # The facts layer confirms an equal claim in the same slot: route it there.
-            dup = cand.model_copy(update={"subject": f.subject, "attribute": f.attribute,
-                                          "claim": f.claim})
-            return Resolution(dup, "duplicate", f)
+            moved = cand.model_copy(update={"subject": f.subject, "attribute": f.attribute,
+                                            "claim": f.claim})
+            return Resolution(moved, "duplicate", f, dup_reason=f"same content words as {f.ref}")
     similar = conflict_candidates(mem, cand, min_overlap=min_overlap, min_cosine=min_cosine,
                                   limit=limit, facts=facts)
     res = Resolution(cand)

@@ -70,8 +70,8 @@ APPROX = "~"
 APPROX_FLAG = "approx_date"
 
 _HEADERS = {
-    IDENTITY: "# Identity\n\nWho we work for and what always applies. Small and stable: a change goes "
-              "through review\n(record it under \"Pending identity changes\" in "
+    IDENTITY: "# Identity\n\nWho we work for and what always applies. Small and stable: a "
+              "change goes through review\n(record it under \"Pending identity changes\" in "
               "working-context.md).\n",
     WORKING: "# Working context\n\nOne current value per field: current facts, each task's "
              "checkpoint, and identity\nchanges waiting for a person.\n",
@@ -197,13 +197,13 @@ class MemoryFiles:
 
     def render(self) -> dict[str, str]:
         """The three files' text, deterministically ordered."""
-        identity = [_HEADERS[IDENTITY]] + _fact_block(self.identity)
-        working = [_HEADERS[WORKING], "## Current facts", ""] + _fact_block(self.facts, "")
+        identity = [_HEADERS[IDENTITY], *_fact_block(self.identity)]
+        working = [_HEADERS[WORKING], "## Current facts", "", *_fact_block(self.facts, "")]
         for task in sorted(self.tasks, key=lambda t: t.task):
-            working += task.render() + [""]
-        working += ["## Pending identity changes", ""] + _fact_block(self.pending_identity, "")
+            working += [*task.render(), ""]
+        working += ["## Pending identity changes", "", *_fact_block(self.pending_identity, "")]
         episodes = sorted(self.episodes, key=lambda e: e.day)  # stable: keeps same-day order
-        episodic = [_HEADERS[EPISODIC]] + [e.render() for e in episodes]
+        episodic = [_HEADERS[EPISODIC], *(e.render() for e in episodes)]
         return {IDENTITY: _join(identity), WORKING: _join(working), EPISODIC: _join(episodic)}
 
 

@@ -248,14 +248,18 @@ class Memory:
     def sweep(self) -> dict[str, int]:
         """Retention: expire scratch by TTL, facts and episodes by ``expires_at``."""
         now = self.clock.now()
-        out = {"scratch": self.scratch_store.sweep(now)}
-        with self.db.transaction(self.rt.default_tenant, maintenance=True) as tx:
-            out["facts"] = tx.execute(
-                "UPDATE facts SET status = 'expired', valid_to = expires_at WHERE status IN "
-                "('active', 'pending_review') AND expires_at IS NOT NULL AND expires_at <= ?",
-                (now,))
-            out["episodes"] = tx.execute(
-                "DELETE FROM episodes WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,))
+        out = {"scratch": self.scratch_store.sweep(now), "facts": 0, "episodes": 0}
+        # A backend with row-level security (PostgreSQL) shows one tenant per transaction.
+        tenants = getattr(self.db, "tenants", None)
+        for tenant in tenants() if tenants is not None else [self.rt.default_tenant]:
+            with self.db.transaction(tenant, maintenance=True) as tx:
+                out["facts"] += tx.execute(
+                    "UPDATE facts SET status = 'expired', valid_to = expires_at WHERE status "
+                    "IN ('active', 'pending_review') AND expires_at IS NOT NULL AND "
+                    "expires_at <= ?", (now,))
+                out["episodes"] += tx.execute(
+                    "DELETE FROM episodes WHERE expires_at IS NOT NULL AND expires_at <= ?",
+                    (now,))
         if out["episodes"]:
             self.db.compact()
         return out

@@ -94,11 +94,14 @@ _KIND_CUES = (
                                r"hosted|repo|endpoint|config|built with|ci|netlify|hugo)\b",
                                re.I)),
 )
-_NAME_VERB = re.compile(r"^(?P<name>[A-Z][a-z]+) (?:is|prefers|likes|wants|uses|works|lives|handles|owns|"
-                        r"hates|needs|has|speaks|leads|reports|manages|loves)\b")
-_STOP = frozenset("a an the is are was were be been to of in on at for and or but with by "
-                  "from as it its this that these those i we you he she they our my your "
-                  "prefers prefer likes like wants want uses use no not never always".split())
+_NAME_VERB = re.compile(r"^(?P<name>[A-Z][a-z]+) (?:is|prefers|likes|wants|uses|works|lives|"
+                        r"handles|owns|hates|needs|has|speaks|leads|reports|manages|loves)\b")
+_STOP = frozenset((
+    "a", "an", "the", "is", "are", "was", "were", "be", "been", "to", "of", "in", "on", "at",
+    "for", "and", "or", "but", "with", "by", "from", "as", "it", "its", "this", "that",
+    "these", "those", "i", "we", "you", "he", "she", "they", "our", "my", "your", "prefers",
+    "prefer", "likes", "like", "wants", "want", "uses", "use", "no", "not", "never", "always",
+))
 
 
 @dataclass

@@ -92,8 +92,13 @@ class SQLScratchStore:
                               (scope.tenant, run_id))
 
     def sweep(self, now: datetime) -> int:
-        with self._rt.db.transaction(self._rt.default_tenant) as tx:
-            return tx.execute("DELETE FROM scratch WHERE expires_at <= ?", (now,))
+        # A backend with row-level security (PostgreSQL) shows one tenant per transaction.
+        tenants = getattr(self._rt.db, "tenants", None)
+        removed = 0
+        for tenant in tenants() if tenants is not None else [self._rt.default_tenant]:
+            with self._rt.db.transaction(tenant) as tx:
+                removed += tx.execute("DELETE FROM scratch WHERE expires_at <= ?", (now,))
+        return removed
 
     def forget(self, scope: Scope, match: str | None) -> int:
         where, params = owned_sql(scope, "scratch")

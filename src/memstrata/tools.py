@@ -184,7 +184,8 @@ class ToolDef:
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments (pydantic-generated, tidied for LLMs)."""
-        return _tidy(self.args.model_json_schema())
+        schema: dict[str, Any] = _tidy(self.args.model_json_schema())
+        return schema
 
 
 # -- result shapes ------------------------------------------------------------

@@ -40,20 +40,27 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(fn)
 
 
-def current_scope() -> Any:
-    from ..models import make_scope
+def cli_config() -> Any:
+    """The effective configuration: flags given on the command line > environment >
+    ``$MEMSTRATA_HOME/config.toml`` > defaults (:mod:`memstrata.config`)."""
+    from click.core import ParameterSource
 
-    return make_scope(click.get_current_context().meta["memstrata.scope"])
+    from ..config import load_config
+
+    ctx = click.get_current_context()
+    flags = {name: ctx.params.get(name) for name in ("url", "tenant", "user", "project", "agent")
+             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE}
+    return load_config(flags)
+
+
+def current_scope() -> Any:
+    return cli_config().scope()
 
 
 def open_memory(**kwargs: Any) -> Any:
-    """Open the store named by --url/$MEMSTRATA_URL (the library resolves the default)."""
-    from ..memory import Memory
-
+    """Open the configured store (--url, $MEMSTRATA_URL, config file, or the embedded default)."""
     ctx = click.get_current_context()
-    url = ctx.meta.get("memstrata.url")
-    tenant = ctx.meta.get("memstrata.scope", {}).get("tenant", "default")
-    mem = Memory.open(url, tenant=tenant, **kwargs)
+    mem = cli_config().open_memory(**kwargs)
     ctx.call_on_close(mem.close)
     return mem
 
@@ -94,5 +101,5 @@ def short_date(value: Any) -> str:
     return value.date().isoformat() if value is not None else ""
 
 
-__all__ = ["current_scope", "emit_json", "json_option", "open_memory", "short_date",
+__all__ = ["cli_config", "current_scope", "emit_json", "json_option", "open_memory", "short_date",
            "store_options", "table", "to_jsonable"]

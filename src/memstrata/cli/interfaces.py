@@ -13,23 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
-from ._common import emit_json, json_option, store_options, table
-
-_FLAG_NAMES = ("url", "tenant", "user", "project", "agent")
-
-
-def cli_config() -> Any:
-    """The effective configuration for this command (flags given on the command line win)."""
-    from ..config import load_config
-
-    ctx = click.get_current_context()
-    flags = {}
-    for name in _FLAG_NAMES:
-        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
-            flags[name] = ctx.params.get(name)
-    return load_config(flags)
+from ._common import cli_config, emit_json, json_option, store_options, table
 
 
 def _open(cfg: Any, **overrides: Any) -> Any:

@@ -1,0 +1,319 @@
+"""The PostgreSQL schema of memstrata: named migrations, applied in order and recorded.
+
+Contract and invariants (enforced by the database, not only by Python):
+- The same tables and columns as the SQLite schema (``store/sqlite.py`` m001), with
+  ``timestamptz`` for times and ``double precision`` for scores; every tenant table leads
+  with ``tenant`` in its keys, so the schema can later be distributed by tenant.
+- Row-level security is ENABLEd and FORCEd on every tenant table with the policy
+  ``tenant = current_setting('app.tenant', true)`` (USING and WITH CHECK), so even the
+  owner sees and writes only the tenant of the current transaction; without a tenant
+  nothing is visible. ``tenants`` (the registry of tenant names) is readable by every
+  role so maintenance can visit each tenant; ``migrations`` is readable, never writable,
+  by the application role.
+- Episodes are append-only and checkpoint versions immutable (PL/pgSQL triggers); the
+  deletes of forget and retention pass only when the transaction set
+  ``memstrata.maintenance = 'on'`` (``set_config(..., true)``, so it ends with the
+  transaction). A fact's content is frozen once it left review; facts are never deleted
+  outside maintenance.
+- At most one active fact per slot and one active procedure per name (partial unique
+  indexes); operation keys unique per (tenant, scope) (primary key).
+- Full-text entries (``*_fts``, tsvector + GIN) reference their row with ON DELETE
+  CASCADE and vectors are deleted by triggers, so no index keeps what a base table
+  forgot.
+- Vectors live in ``vectors.vec`` (pgvector, any dimension); episode vectors are searched
+  through partial HNSW indexes, one per common dimension (``INDEXED_DIMS``), on
+  ``vec::vector(D)`` with inner-product ops (the embedders return unit vectors, so this
+  is cosine, as in the SQLite backend). Other dimensions are searched exactly.
+- Migrations need the owner role (DDL); the application role only uses rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+from psycopg import sql
+
+Migration = Callable[[psycopg.Connection[object], str | None], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+#: Dimensions that get an HNSW index (hash embedder 256, MiniLM 384, common API models).
+INDEXED_DIMS = (256, 384, 512, 768, 1024, 1536)
+
+#: Tables holding tenant rows: RLS with the tenant policy on each.
+TENANT_TABLES = ("meta", "facts", "facts_fts", "episodes", "episodes_fts", "vectors",
+                 "checkpoints", "operations", "runs", "scratch", "feedback", "procedures")
+#: Tables whose inserts register their tenant in ``tenants`` (a safety net under the
+#: backend's own registration, so a row written by any path makes its tenant visible).
+REGISTERING_TABLES = ("meta", "facts", "episodes", "checkpoints", "operations", "runs",
+                      "scratch", "feedback", "procedures")
+
+TENANT_SETTING = "app.tenant"
+MAINTENANCE_SETTING = "memstrata.maintenance"
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+_SCOPE_COLS = """
+    tenant text NOT NULL,
+    s_user text, s_project text, s_agent text,
+    scope_key text NOT NULL"""
+
+
+@migration
+def m001_initial(conn: psycopg.Connection[object], app_role: str | None) -> None:
+    del app_role
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    conn.execute(f"""
+        CREATE TABLE tenants (tenant text PRIMARY KEY,
+                              registered_at timestamptz NOT NULL DEFAULT now());
+        CREATE TABLE meta (tenant text NOT NULL, key text NOT NULL, value text NOT NULL,
+                           PRIMARY KEY (tenant, key));
+
+        CREATE TABLE facts ({_SCOPE_COLS},
+            id text NOT NULL,
+            kind text NOT NULL, subject text NOT NULL, attribute text NOT NULL,
+            claim text NOT NULL, confidence double precision NOT NULL,
+            tier text NOT NULL, sensitivity text NOT NULL, status text NOT NULL,
+            actor text NOT NULL, source text NOT NULL, evidence text,
+            created_at timestamptz NOT NULL, valid_from timestamptz, valid_to timestamptz,
+            recheck_after timestamptz, expires_at timestamptz,
+            supersedes text, superseded_by text, reason text,
+            readers text, last_confirmed_at timestamptz, reviewer text,
+            flags text NOT NULL DEFAULT '[]',
+            feedback_score integer NOT NULL DEFAULT 0,
+            PRIMARY KEY (tenant, id),
+            CHECK (status IN ('active', 'pending_review', 'superseded', 'retired', 'expired',
+                              'rejected')),
+            CHECK (confidence >= 0 AND confidence <= 1)
+        );
+        CREATE UNIQUE INDEX facts_one_active_per_slot
+            ON facts (tenant, scope_key, subject, attribute) WHERE status = 'active';
+        CREATE INDEX facts_scope ON facts (tenant, s_user, s_project, status);
+        CREATE INDEX facts_slot ON facts (tenant, scope_key, subject, attribute, status);
+        CREATE INDEX facts_supersedes ON facts (tenant, supersedes)
+            WHERE supersedes IS NOT NULL;
+        CREATE INDEX facts_superseded_by ON facts (tenant, superseded_by)
+            WHERE superseded_by IS NOT NULL;
+
+        CREATE TABLE episodes ({_SCOPE_COLS},
+            id text NOT NULL,
+            event text NOT NULL, text text NOT NULL,
+            actor text NOT NULL, source text NOT NULL, evidence text,
+            created_at timestamptz NOT NULL, observed_at timestamptz NOT NULL,
+            outcome text, confidence double precision NOT NULL, expires_at timestamptz,
+            supersedes text, readers text, flags text NOT NULL DEFAULT '[]',
+            PRIMARY KEY (tenant, id)
+        );
+        CREATE INDEX episodes_scope ON episodes (tenant, s_user, s_project, observed_at);
+        CREATE INDEX episodes_supersedes ON episodes (tenant, supersedes)
+            WHERE supersedes IS NOT NULL;
+        CREATE INDEX episodes_expiry ON episodes (expires_at) WHERE expires_at IS NOT NULL;
+
+        CREATE TABLE facts_fts (
+            tenant text NOT NULL, id text NOT NULL, tsv tsvector NOT NULL,
+            PRIMARY KEY (tenant, id),
+            FOREIGN KEY (tenant, id) REFERENCES facts (tenant, id) ON DELETE CASCADE
+        );
+        CREATE INDEX facts_fts_tsv ON facts_fts USING gin (tsv);
+        CREATE TABLE episodes_fts (
+            tenant text NOT NULL, id text NOT NULL, tsv tsvector NOT NULL,
+            PRIMARY KEY (tenant, id),
+            FOREIGN KEY (tenant, id) REFERENCES episodes (tenant, id) ON DELETE CASCADE
+        );
+        CREATE INDEX episodes_fts_tsv ON episodes_fts USING gin (tsv);
+
+        -- Episode rows are immutable, so their filter columns are copied here: a vector
+        -- search filters by scope, readers and dates without a join per candidate.
+        CREATE TABLE vectors (
+            tenant text NOT NULL, record_id text NOT NULL, layer text NOT NULL,
+            model text NOT NULL, dims integer NOT NULL, vec vector NOT NULL,
+            s_user text, s_project text, s_agent text,
+            expires_at timestamptz, observed_at timestamptz, readers text,
+            PRIMARY KEY (tenant, record_id),
+            CHECK (layer IN ('facts', 'episodes'))
+        );
+        CREATE INDEX vectors_scope ON vectors (tenant, layer, s_user, s_project);
+
+        CREATE TABLE checkpoints ({_SCOPE_COLS},
+            task text NOT NULL, version integer NOT NULL,
+            data text NOT NULL, updated_at timestamptz NOT NULL, updated_by text,
+            PRIMARY KEY (tenant, scope_key, task, version)
+        );
+
+        CREATE TABLE operations ({_SCOPE_COLS},
+            key text NOT NULL, intent text NOT NULL, status text NOT NULL,
+            external_ref text, error text, attempts integer NOT NULL DEFAULT 1,
+            run_id text, created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,
+            PRIMARY KEY (tenant, scope_key, key),
+            CHECK (status IN ('pending', 'succeeded', 'failed', 'unknown'))
+        );
+
+        CREATE TABLE runs ({_SCOPE_COLS},
+            run_id text NOT NULL, task text, started_at timestamptz NOT NULL,
+            ended_at timestamptz,
+            PRIMARY KEY (tenant, run_id)
+        );
+
+        CREATE TABLE scratch ({_SCOPE_COLS},
+            run_id text NOT NULL, key text NOT NULL, value text NOT NULL,
+            written_at timestamptz NOT NULL, expires_at timestamptz NOT NULL,
+            PRIMARY KEY (tenant, run_id, key)
+        );
+        CREATE INDEX scratch_expiry ON scratch (tenant, expires_at);
+
+        CREATE TABLE feedback (
+            tenant text NOT NULL, ref text NOT NULL, signal text NOT NULL,
+            note text, created_at timestamptz NOT NULL
+        );
+        CREATE INDEX feedback_ref ON feedback (tenant, ref);
+
+        CREATE TABLE procedures ({_SCOPE_COLS},
+            name text NOT NULL, version integer NOT NULL, status text NOT NULL,
+            data text NOT NULL, owner text, created_at timestamptz NOT NULL,
+            activated_at timestamptz, activated_by text,
+            PRIMARY KEY (tenant, scope_key, name, version)
+        );
+        CREATE UNIQUE INDEX procedures_one_active
+            ON procedures (tenant, scope_key, name) WHERE status = 'active';
+    """)
+
+
+@migration
+def m002_guards(conn: psycopg.Connection[object], app_role: str | None) -> None:
+    """Append-only, frozen-content and index-cleanup triggers."""
+    del app_role
+    conn.execute(f"""
+        CREATE FUNCTION memstrata_in_maintenance() RETURNS boolean
+            LANGUAGE sql STABLE AS
+            $$ SELECT coalesce(current_setting('{MAINTENANCE_SETTING}', true), '') = 'on' $$;
+
+        -- TG_ARGV[0]: the message; TG_ARGV[1] = 'maintenance' lets maintenance through.
+        CREATE FUNCTION memstrata_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_NARGS > 1 AND TG_ARGV[1] = 'maintenance' AND memstrata_in_maintenance() THEN
+                IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+                RETURN NEW;
+            END IF;
+            RAISE EXCEPTION '%', TG_ARGV[0] USING ERRCODE = 'integrity_constraint_violation';
+        END $$;
+
+        CREATE TRIGGER episodes_append_only BEFORE UPDATE ON episodes FOR EACH ROW
+            EXECUTE FUNCTION memstrata_refuse(
+                'episodes are append-only: append a correction that supersedes it',
+                'maintenance');
+        CREATE TRIGGER episodes_no_delete BEFORE DELETE ON episodes FOR EACH ROW
+            EXECUTE FUNCTION memstrata_refuse('episodes are append-only', 'maintenance');
+
+        CREATE TRIGGER checkpoints_versioned BEFORE UPDATE ON checkpoints FOR EACH ROW
+            EXECUTE FUNCTION memstrata_refuse(
+                'checkpoint versions are immutable: save a new one');
+        CREATE TRIGGER checkpoints_no_delete BEFORE DELETE ON checkpoints FOR EACH ROW
+            EXECUTE FUNCTION memstrata_refuse('checkpoint history is kept', 'maintenance');
+
+        CREATE TRIGGER facts_no_delete BEFORE DELETE ON facts FOR EACH ROW
+            EXECUTE FUNCTION memstrata_refuse(
+                'facts are never deleted: retire or supersede them', 'maintenance');
+
+        CREATE FUNCTION memstrata_facts_frozen() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF OLD.status <> 'pending_review' AND
+               (NEW.claim, NEW.kind, NEW.subject, NEW.attribute, NEW.tenant, NEW.scope_key,
+                NEW.actor, NEW.source, NEW.created_at)
+               IS DISTINCT FROM
+               (OLD.claim, OLD.kind, OLD.subject, OLD.attribute, OLD.tenant, OLD.scope_key,
+                OLD.actor, OLD.source, OLD.created_at) THEN
+                RAISE EXCEPTION 'fact content is immutable: propose a new fact'
+                    USING ERRCODE = 'integrity_constraint_violation';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER facts_content_frozen BEFORE UPDATE ON facts FOR EACH ROW
+            EXECUTE FUNCTION memstrata_facts_frozen();
+
+        -- The full-text rows go by ON DELETE CASCADE; vectors (one table for two layers)
+        -- by trigger.
+        CREATE FUNCTION memstrata_drop_vector() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM vectors WHERE tenant = OLD.tenant AND record_id = OLD.id;
+            RETURN OLD;
+        END $$;
+        CREATE TRIGGER facts_deindex AFTER DELETE ON facts FOR EACH ROW
+            EXECUTE FUNCTION memstrata_drop_vector();
+        CREATE TRIGGER episodes_deindex AFTER DELETE ON episodes FOR EACH ROW
+            EXECUTE FUNCTION memstrata_drop_vector();
+
+        CREATE FUNCTION memstrata_register_tenants() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO tenants (tenant)
+                SELECT DISTINCT n.tenant FROM new_rows n
+                WHERE NOT EXISTS (SELECT 1 FROM tenants t WHERE t.tenant = n.tenant)
+                ON CONFLICT (tenant) DO NOTHING;
+            RETURN NULL;
+        END $$;
+    """)
+    for table in REGISTERING_TABLES:
+        conn.execute(sql.SQL(
+            "CREATE TRIGGER {trigger} AFTER INSERT ON {table} REFERENCING NEW TABLE AS new_rows "
+            "FOR EACH STATEMENT EXECUTE FUNCTION memstrata_register_tenants()"
+        ).format(trigger=sql.Identifier(f"{table}_register_tenant"),
+                 table=sql.Identifier(table)))
+
+
+@migration
+def m003_row_level_security(conn: psycopg.Connection[object], app_role: str | None) -> None:
+    """Tenant isolation by the database: ENABLE + FORCE row-level security everywhere."""
+    tenant = sql.SQL("tenant = current_setting({}, true)").format(sql.Literal(TENANT_SETTING))
+    for table in TENANT_TABLES:
+        ident = sql.Identifier(table)
+        conn.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(ident))
+        conn.execute(sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(ident))
+        conn.execute(sql.SQL(
+            "CREATE POLICY tenant_isolation ON {} USING ({}) WITH CHECK ({})"
+        ).format(ident, tenant, tenant))
+    # Tenant names are visible to every role (maintenance visits each tenant); a role can
+    # only register the tenant of its own transaction and never rename or drop one.
+    conn.execute("ALTER TABLE tenants ENABLE ROW LEVEL SECURITY")
+    conn.execute("ALTER TABLE tenants FORCE ROW LEVEL SECURITY")
+    conn.execute("CREATE POLICY tenants_read ON tenants FOR SELECT USING (true)")
+    conn.execute(sql.SQL("CREATE POLICY tenants_register ON tenants FOR INSERT WITH CHECK ({})")
+                 .format(tenant))
+    # Not FORCEd: the owner records migrations; everybody else may only read them.
+    conn.execute("ALTER TABLE migrations ENABLE ROW LEVEL SECURITY")
+    conn.execute("CREATE POLICY migrations_read ON migrations FOR SELECT USING (true)")
+    if app_role is not None:
+        grant_app_role(conn, app_role)
+
+
+@migration
+def m004_vector_indexes(conn: psycopg.Connection[object], app_role: str | None) -> None:
+    """One partial HNSW index per common dimension, over episode vectors only (facts are
+    few per scope and searched exactly)."""
+    del app_role
+    for dims in INDEXED_DIMS:
+        conn.execute(sql.SQL(
+            "CREATE INDEX {name} ON vectors USING hnsw ((vec::vector({dims})) vector_ip_ops) "
+            "WHERE dims = {dims} AND layer = 'episodes'"
+        ).format(name=sql.Identifier(f"vectors_hnsw_{dims}"), dims=sql.Literal(dims)))
+
+
+def grant_app_role(conn: psycopg.Connection[object], app_role: str) -> None:
+    """Give the application role row access (and VACUUM, so compaction can run as it)."""
+    role = sql.Identifier(app_role)
+    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(role))
+    tables = sql.SQL(", ").join(sql.Identifier(t) for t in ("tenants", *TENANT_TABLES))
+    conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}")
+                 .format(tables, role))
+    conn.execute(sql.SQL("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON migrations FROM {}")
+                 .format(role))
+    conn.execute(sql.SQL("GRANT SELECT ON migrations TO {}").format(role))
+    conn.execute(sql.SQL("REVOKE TRUNCATE ON {} FROM {}").format(tables, role))
+    if conn.info.server_version >= 170000:
+        conn.execute(sql.SQL("GRANT MAINTAIN ON {} TO {}").format(tables, role))
+
+
+__all__ = ["INDEXED_DIMS", "MIGRATIONS", "REGISTERING_TABLES", "TENANT_TABLES",
+           "grant_app_role", "migration"]

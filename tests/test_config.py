@@ -1,0 +1,90 @@
+"""Configuration: flags > environment > config file > defaults, each value with its source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memstrata import ConfigError, Scope
+from memstrata.cli import cli
+from memstrata.config import load_config
+
+
+def _home(tmp_path: Path, toml: str) -> Path:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text(toml, "utf-8")
+    return home
+
+
+def test_precedence_and_sources(tmp_path: Path) -> None:
+    home = _home(tmp_path, f'url = "sqlite:///{tmp_path}/file.db"\nuser = "carol"\n'
+                           'project = "site"\nembedder = "hash"\n\n[policy]\n'
+                           'min_confidence = 0.8\nsecrets = "redact"\n')
+    env = {"MEMSTRATA_HOME": str(home), "MEMSTRATA_USER": "dave"}
+    cfg = load_config({"project": "blog"}, env=env)
+    assert cfg.url == f"sqlite:///{tmp_path}/file.db"
+    assert cfg.sources["url"] == f"file:{home / 'config.toml'}"
+    assert cfg.scope() == Scope(user="dave", project="blog")
+    assert cfg.sources["user"] == "env:MEMSTRATA_USER" and cfg.sources["project"] == "flag"
+    assert cfg.embedder == "hash" and cfg.sources["tenant"] == "default"
+    policy = cfg.policy()
+    assert policy.min_confidence == 0.8 and policy.secrets == "redact"
+    assert cfg.sources["policy.min_confidence"].startswith("file:")
+    env["MEMSTRATA_MIN_CONFIDENCE"] = "0.95"
+    assert load_config(env=env).policy().min_confidence == 0.95
+    bare = load_config(env={"MEMSTRATA_HOME": str(tmp_path / "empty")})
+    assert bare.url == f"sqlite:///{tmp_path / 'empty' / 'memory.db'}"
+    assert bare.scope() == Scope() and bare.policy_values == {}
+    assert not (tmp_path / "empty").exists()  # loading creates nothing
+
+
+@pytest.mark.parametrize(("toml", "message"), [
+    ('usr = "alice"\n', "unknown key(s) usr"),
+    ('[policy]\nmin_confidence = "high"\n', "must be a number"),
+    ('[policy]\nmin_confidence = 1.5\n', "from 0 to 1"),
+    ('[policy]\nsecrets = "keep"\n', "'reject' or 'redact'"),
+    ('[policy]\nthreshold = 0.5\n', "unknown policy key(s) threshold"),
+    ("url = 5\n", "url must be a string"),
+    ("url = \n", "not valid TOML"),
+])
+def test_bad_config_names_the_problem(tmp_path: Path, toml: str, message: str) -> None:
+    home = _home(tmp_path, toml)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(env={"MEMSTRATA_HOME": str(home)})
+
+
+def test_the_configured_store_and_policy_are_what_commands_use(tmp_path: Path) -> None:
+    db = tmp_path / "configured.db"
+    home = _home(tmp_path, f'url = "sqlite:///{db}"\nuser = "alice"\nembedder = "none"\n'
+                           '[policy]\nmin_confidence = 0.95\n')
+    runner = CliRunner()
+    env = {"MEMSTRATA_HOME": str(home), "MEMSTRATA_URL": None, "MEMSTRATA_USER": None,
+           "MEMSTRATA_EMBEDDER": None}
+    base = ["facts", "propose", "--kind", "preference", "--subject", "alice", "--actor", "user",
+            "--source", "chat:1"]
+    low = runner.invoke(cli, [*base, "Likes tea", "--attribute", "drink", "--confidence",
+                              "0.9"], env=env)
+    assert low.exit_code == 1 and "below the threshold 0.95" in low.output
+    ok = runner.invoke(cli, [*base, "Likes tea", "--attribute", "drink", "--confidence",
+                             "0.99"], env=env)
+    assert ok.exit_code == 0, ok.output
+    assert db.exists()
+    listed = runner.invoke(cli, ["facts", "list", "--json"], env=env)
+    facts = json.loads(listed.output)
+    assert [f["claim"] for f in facts] == ["Likes tea"]
+    assert facts[0]["scope"]["user"] == "alice"  # the user came from the file
+    other = runner.invoke(cli, ["facts", "list", "--json", "--user", "bob"], env=env)
+    assert json.loads(other.output) == []
+
+    shown = runner.invoke(cli, ["config", "show", "--json", "--project", "p1"], env=env)
+    data = json.loads(shown.output)
+    assert data["url"] == {"value": f"sqlite:///{db}",
+                           "source": f"file:{home / 'config.toml'}"}
+    assert data["project"] == {"value": "p1", "source": "flag"}
+    assert data["policy.min_confidence"]["value"] == "0.95"
+    table = runner.invoke(cli, ["config", "show"], env={**env, "COLUMNS": "200"})
+    assert table.exit_code == 0 and "env:MEMSTRATA_HOME" in table.output
