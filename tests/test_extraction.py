@@ -603,9 +603,6 @@ def test_paraphrase_is_a_duplicate_by_cosine_with_the_minilm_embedder(
         assert [f.claim for f in mem.facts.list(alice)] == ["Alice prefers async standup updates."]
 
 
-@pytest.mark.xfail(strict=True, reason="facts._find_duplicate treats any same-kind fact with "
-                   "cosine >= 0.9 as a duplicate, even the active fact of the same slot and a "
-                   "negated claim (MiniLM: 0.945 here), so the correction is dropped")
 def test_a_negated_restatement_supersedes_rather_than_deduplicates(
         db_path: Path, clock: ManualClock, alice: Scope) -> None:
     pytest.importorskip("onnxruntime")

@@ -141,6 +141,11 @@ def test_import_without_trust_sends_identity_to_review(mem: Memory, tmp_path: Pa
     assert again.counts["checkpoints_unchanged"] == 2
     assert again.counts["duplicate"] == 5
     assert len(fresh.review.pending(ALICE)) == 2
+    trusted = import_markdown(fresh, ALICE, tmp_path / "files", trust=True, reviewer="alice")
+    assert trusted.counts["approved"] == 1  # the identity entry a person now vouches for
+    assert [f.claim for f in fresh.facts.current(ALICE, tier="identity")] == [
+        "Alice leads the docs team at Acme"]
+    assert [f.claim for f in fresh.review.pending(ALICE)] == ["Alice works from Berlin"]
 
 
 def test_import_goes_through_the_write_policy(tmp_path: Path) -> None:

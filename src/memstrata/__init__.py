@@ -43,9 +43,38 @@ from .recall import Recall
 
 __version__ = "0.1.0"
 
+# Names from modules with heavier imports (httpx, numpy, YAML) load on first use, so that
+# `import memstrata` and the CLI stay fast.
+_LAZY = {
+    "AnthropicClient": "llm",
+    "ExplicitProposer": "extraction",
+    "ExtractionReport": "extraction",
+    "LLMJudge": "judge",
+    "LLMProposer": "extraction",
+    "OpenAICompatibleClient": "llm",
+    "Procedure": "procedures",
+    "ProcedureState": "procedures",
+    "SlotJudge": "judge",
+    "ToolDispatcher": "tools",
+    "Transcript": "transcript",
+    "get_embedder": "embeddings",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memstrata' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 __all__ = [
     "AccessDenied",
     "ActivationRefused",
+    "AnthropicClient",
     "BackendError",
     "Checkpoint",
     "Clock",
@@ -53,25 +82,36 @@ __all__ = [
     "Conflict",
     "Context",
     "Episode",
+    "ExplicitProposer",
+    "ExtractionReport",
     "Fact",
     "ForgetReport",
     "Hit",
+    "LLMJudge",
+    "LLMProposer",
     "ManifestEntry",
     "ManualClock",
     "Memory",
     "MemstrataError",
     "NotFound",
+    "OpenAICompatibleClient",
     "Operation",
     "PolicyConfig",
     "PolicyRejected",
+    "Procedure",
+    "ProcedureState",
     "Provenance",
     "ProviderError",
     "Recall",
     "Run",
     "Scope",
+    "SlotJudge",
     "SystemClock",
+    "ToolDispatcher",
+    "Transcript",
     "ValidationError",
     "WritePolicy",
     "WriteResult",
     "__version__",
+    "get_embedder",
 ]

@@ -136,7 +136,8 @@ class _Story:
                   "Alice, in her first chat: [italic]\"Send me a written weekly status update; "
                   "no status meetings.\"[/italic] Her own statement, with its source, becomes "
                   "a durable fact. Her role is identity: the agent may only propose it; Alice "
-                  "confirms it in the review queue.")
+                  "confirms it in the review queue. She also mentions a dentist appointment, "
+                  "which is logged as a dated event.")
         with self.worker("session 1") as mem:
             res = mem.facts.propose(
                 self.alice, claim="Alice wants a written weekly status update, no status "
@@ -306,7 +307,8 @@ def print_call(console: Any, tools: ToolDispatcher, name: str,
     import json
 
     result = tools.dispatch(name, arguments)
-    shown = {k: (v if len(str(v)) < 60 else str(v)[:57] + "...") for k, v in arguments.items()}
+    shown = {k: (v[:57] + "..." if isinstance(v, str) and len(v) > 60 else v)
+             for k, v in arguments.items()}
     console.print(f"  tool {name}({json.dumps(shown, ensure_ascii=False)})", markup=False,
                   style="cyan")
     console.print(f"    → {json.dumps(result, ensure_ascii=False, default=str)}",

@@ -23,20 +23,22 @@ Contract:
   prompt or a memstrata summary cannot be cited); an ``evidence`` quote, if
   given, occurs verbatim in that turn (case, whitespace and quote style
   ignored; for proposals from tool calls such as ``propose_memory``, whose
-  ``via`` is neither ``llm`` nor ``statement``, in any turn up to the call); and the
-  turn *supports* the claim: at least ``SUPPORT_MIN`` (half) of the claim's
-  content words, names of the subject and scope left out, occur in the turn
-  (stemmed; see :mod:`memstrata.judge`), or a third (``SUPPORT_MIN_QUOTED``)
-  when the proposal's evidence quote was found in the turn. Malformed model output is a
-  :class:`~memstrata.errors.ProviderError`; any invalid proposal is a
-  :class:`~memstrata.errors.ValidationError` listing every problem. Either
-  way nothing is written. Conflict judging (which may call a model) also
-  runs before the first write. ``strict=False`` reports invalid proposals
-  as rejected instead of raising.
+  ``via`` is neither ``llm`` nor ``statement``: in any turn up to the call);
+  and the turn *supports* the claim: at least ``SUPPORT_MIN`` (half) of the
+  claim's content words, names of the subject and scope left out, occur in
+  the turn (stemmed; see :mod:`memstrata.judge`), or a third
+  (``SUPPORT_MIN_QUOTED``) when the evidence quote was found in the turn.
+  Malformed model output is a :class:`~memstrata.errors.ProviderError`; any
+  invalid proposal is a :class:`~memstrata.errors.ValidationError` listing
+  every problem. Either way nothing is written. Conflict judging (which may
+  call a model) also runs before the first write. ``strict=False`` reports
+  invalid proposals as rejected instead of raising.
 - Actor follows the cited turn's role: user -> ``user``, assistant ->
   ``agent``, tool -> ``tool`` (so tool and agent content waits for review).
   Source is ``{source}#turn-{N}``; evidence is the quote, else an excerpt of
-  the turn.
+  the turn. A proposal's ``applies_to`` picks the fact's scope: ``user``
+  (the user alone, so it follows them across projects), ``project`` (the
+  project alone) or ``scope`` (the extraction scope as given).
 - Each proposal goes through :meth:`Facts.propose_candidate` (the write
   policy, dedup, supersession), after :func:`memstrata.judge.resolve` has
   looked for an existing fact in another slot that it duplicates or

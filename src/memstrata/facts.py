@@ -203,10 +203,13 @@ class Facts:
         if pending is not None and normalise_claim(pending["claim"]) == norm:
             return pending
         for fid, _score in similar:
+            if active is not None and fid == active["id"]:
+                continue  # a different claim in the same slot is a conflict, never a duplicate
             row = tx.one(f"SELECT {SCOPE_COLUMNS}, {_COLUMNS} FROM facts WHERE tenant = ? "
                          "AND id = ? AND status IN ('active', 'pending_review') AND scope_key = ?",
                          (cand.scope.tenant, fid, cand.scope.key))
-            if row is not None and row["kind"] == cand.kind:
+            if row is not None and row["kind"] == cand.kind and \
+                    _negated(row["claim"]) == _negated(cand.claim):
                 return row
         return None
 
@@ -425,6 +428,16 @@ class Review:
                        "WHERE tenant = ? AND id = ?",
                        (reason, self._rt.clock.now(), tenant, fact.id))
         return self._facts.get(fact.id, tenant=tenant)
+
+
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor",
+                        "without", "longer", "stopped", "anymore"})
+
+
+def _negated(claim: str) -> bool:
+    """Whether a claim carries a negation word (so 'X' and 'no longer X' never dedup)."""
+    words = set(claim.lower().replace("n't", " not").split())
+    return bool(words & _NEGATIONS)
 
 
 def _reason(value: Any, field: str = "reason") -> str:

@@ -106,8 +106,8 @@ def _normalise(text: str) -> tuple[str, list[int], list[tuple[int, int]]]:
     """The matching form of ``text``, the original index of each of its characters,
     and the original spans of Unicode tag-character runs."""
     if text.isascii():
-        norm, index = _normalise_ascii(text)
-        return norm, index, []
+        fast, fast_index = _normalise_ascii(text)
+        return fast, fast_index, []
     chars: list[str] = []
     index: list[int] = []
     tags: list[tuple[int, int]] = []
@@ -203,10 +203,11 @@ _NOT_END = r"(?:(?![.!?](?:\s|$))[^\n]){0,90}?"  # filler that stays inside one 
 _NOT_END_API = r"(?:(?![.!?](?:\s|$)|header|query\s+param|cookie)[^\n]){0,90}?"
 
 
-_IGNORE_A = "ignor disregard forget skip overrid bypass neglect abandon discard aside attention follow throw"
-_SEND_A = ("send forward mail post upload transmit leak exfiltrat share copy cc output print write "
-           "return log relay submit paste dm report deliver pipe export sync push transfer dump envoy "
-           "stuur отправ")
+_IGNORE_A = ("ignor disregard forget skip overrid bypass neglect abandon discard aside attention "
+             "follow throw")
+_SEND_A = ("send forward mail post upload transmit leak exfiltrat share copy cc output print "
+           "write return log relay submit paste dm report deliver pipe export sync push "
+           "transfer dump envoy stuur отправ")
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,8 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|model|agent)'?s?)\s+(?:\w+\s+)?" + _RULES),
             _p(_IGNORE_A, _IGNORE + r"\s+(?:all|any|every)\s+(?:of\s+)?(?:the\s+)?" + _PRIOR
                + r"\s+(?:messages|text|content|conversation)"),
-            _p(_IGNORE_A, _IGNORE + r"\s+(?:the\s+|everything\s+|all\s+)?(?:above|before\s+this)\b"),
+            _p(_IGNORE_A,
+               _IGNORE + r"\s+(?:the\s+|everything\s+|all\s+)?(?:above|before\s+this)\b"),
             _p(_IGNORE_A, _IGNORE + r"\s+(?:(?:the|all|any|all\s+the)\s+)?" + _RULES + r"\s+(?:in"
                r"|from|of)\s+(?:your|the)\s+(?:system\s+(?:prompt|message)|prompt|configuration"
                r"|programming|setup)"),
@@ -247,7 +249,8 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"\s+)?(?:you(?:'ve|\s+have|\s+had)?\s+(?:received|been\s+given|were\s+given|got"
                r"|were\s+told)|(?:given|provided)\s+(?:to\s+you\s+)?(?:earlier|before|above"
                r"|previously))"),
-            _p("forget ignor disregard", r"\b(?:forget|ignore|disregard)\s+(?:everything|all|anything"
+            _p("forget ignor disregard",
+               r"\b(?:forget|ignore|disregard)\s+(?:everything|all|anything"
                r"|what)\s+(?:that\s+)?(?:you(?:'ve|\s+have|\s+were|\s+had)?\s+(?:been\s+)?(?:told"
                r"|given|instructed)|(?:the\s+(?:system|developers?|operator|prompt)|your\s+(?:"
                r"developers?|creators?|instructions|prompt))\s+(?:has\s+|have\s+)?(?:told|said|says"
@@ -269,7 +272,8 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|instruction|note|text)\s+(?:supersedes|overrides|replaces|takes\s+precedence\s+over)"
                r"\b|\b(?:supersedes?|overrides?)\s+(?:all|any)\s+(?:previous|prior|earlier|other)\s+"
                + _RULES),
-            _p("instructions", r"\b(?:the\s+)?(?:above|previous|prior|earlier)\s+instructions\s+(?:are"
+            _p("instructions",
+               r"\b(?:the\s+)?(?:above|previous|prior|earlier)\s+instructions\s+(?:are"
                r"|were)\s+(?:now\s+)?(?:void|invalid|cancell?ed|outdated|obsolete|wrong|fake|a\s+test"
                r"|no\s+longer\s+valid)"),
             _p("your", r"\byour\s+(?:new|real|true|actual)\s+(?:task"
@@ -295,12 +299,14 @@ def _rules() -> dict[str, list[_Pattern]]:
             _p("игнор забуд", r"(?:игнорируй|игнорируйте|забудь|забудьте|проигнорируй)\s+"
                r"(?:все\s+)?(?:(?:предыдущие|прежние|прошлые|свои)\s+)?(?:инструкции|указания"
                r"|правила|команды)"),
-            _p("忽略 无视 忘记 忽视 忘掉", r"(?:忽略|无视|忘记|忽视|忘掉)(?:掉)?(?:之前|以上|先前|前面|上面"
+            _p("忽略 无视 忘记 忽视 忘掉",
+               r"(?:忽略|无视|忘记|忽视|忘掉)(?:掉)?(?:之前|以上|先前|前面|上面"
                r"|所有|你的)(?:的)?(?:所有)?(?:的)?(?:指令|指示|说明|规则|提示)"),
             _p("無視 忘れ", r"(?:以前|前|上記|これまで)の(?:すべての|全ての)?(?:指示|命令|ルール"
                r"|プロンプト)(?:を)?(?:すべて|全て)?(?:無視|忘れ)"),
-            _p("무시 잊", r"(?:이전|위의|앞의)\s*(?:모든\s*)?(?:지시|명령|지침)(?:사항)?(?:을|를)?\s*"
-               r"(?:무시|잊)"),
+            _p("무시 잊",
+               r"(?:이전|위의|앞의)\s*(?:모든\s*)?(?:지시|명령|지침)(?:사항)?"
+               r"(?:을|를)?\s*(?:무시|잊)"),
         ],
         "prompt_leak": [
             _p("prompt instructions rules guidelines message", r"\b(?:reveal|print|output|show"
@@ -312,7 +318,8 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"(?:above|you\s+were\s+given))"),
             _p("above before", r"\b(?:print|repeat|output|show|copy|reveal)\s+(?:everything"
                r"|all(?:\s+the)?\s+text|all\s+content|the\s+text)\s+(?:above|before)\b"),
-            _p("what", r"\bwhat\s+(?:is|are|were)\s+your\s+(?:system\s+prompt|initial\s+instructions"
+            _p("what",
+               r"\bwhat\s+(?:is|are|were)\s+your\s+(?:system\s+prompt|initial\s+instructions"
                r"|original\s+instructions|hidden\s+instructions)"),
             _p("prompt", r"(?:rivela|mostra|muestra|revela|montre|révèle|zeige|verrate)\w*\s+"
                r"(?:\w+\s+){0,2}(?:prompt\s+(?:di|del|de)\s+(?:sistema|système)|prompt\s+système"
@@ -326,10 +333,12 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"developer|god|dan|jailbreak|jailbroken|unrestricted|evil|sudo|no-?limits?|unfiltered)"
                r"\s+mode|(?:an?|the|my)\s+(?:(?!of\b|on\b|in\b|at\b|for\b)\w+\s+){0,2}?" + _AGENT
                + r"\b|called\b|named\b|known\s+as\b|\w+'s\s+(?:\w+\s+)?" + _AGENT + r"\b)"),
-            _p("unfiltered unrestricted uncensored jailbroken evil unlimited unaligned amoral rogue",
-               r"\byou(?:'re|\s+are)\s+(?:now\s+)?(?:an?\s+)?(?:unfiltered|unrestricted|uncensored"
-               r"|jailbroken|evil|unlimited|unaligned|amoral|rogue)\s+(?:\w+\s+)?" + _AGENT + r"\b"),
-            _p("no longer", r"\byou(?:'re|\s+are)\s+no\s+longer\s+(?:an?\s+)?(?:ai|assistant|chatbot"
+            _p("unfiltered unrestricted uncensored jailbroken evil unlimited unaligned amoral "
+               "rogue", r"\byou(?:'re|\s+are)\s+(?:now\s+)?(?:an?\s+)?(?:unfiltered|unrestricted"
+               r"|uncensored|jailbroken|evil|unlimited|unaligned|amoral|rogue)\s+(?:\w+\s+)?"
+               + _AGENT + r"\b"),
+            _p("no longer",
+               r"\byou(?:'re|\s+are)\s+no\s+longer\s+(?:an?\s+)?(?:ai|assistant|chatbot"
                r"|language\s+model|bound|restricted|limited|required\s+to|subject\s+to|constrained)"),
             _p("pretend", r"\bpretend\s+(?:that\s+)?(?:you(?:'re|\s+are)|to\s+be)\b"),
             _p("act behave respond answer speak", r"\b(?:act|behave|respond|answer|speak)\s+as\s+if"
@@ -344,7 +353,8 @@ def _rules() -> dict[str, list[_Pattern]]:
             _p("developer mode", r"\bdeveloper\s+mode\b[^.\n]{0,80}\b(?:ignore|bypass|no\s+(?:"
                r"restrictions|filters|rules|limits)|without\s+(?:restrictions|filters|rules|limits)"
                r"|uncensored|unfiltered)"),
-            _p("restrictions rules limits filters guidelines polic ethical", r"\byou\s+(?:have|has)\s+no\s+(?:restrictions|rules|limits|filters|guidelines"
+            _p("restrictions rules limits filters guidelines polic ethical",
+               r"\byou\s+(?:have|has)\s+no\s+(?:restrictions|rules|limits|filters|guidelines"
                r"|content\s+polic(?:y|ies)|ethical)"),
             _p("with no never refuse", r"\bwith\s+no\s+(?:content\s+polic(?:y|ies)|ethical\s+"
                r"guidelines|safety\s+(?:guidelines|filters))\b|\bnever\s+refuses?\s+(?:a|any)\s+"
@@ -369,7 +379,8 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|remember|store|the\s+(?:previous|assistant|ai|model|user))"),
             _p("[system] [assistant] [developer]", r"\[(?:system|assistant|developer)\]\s*\(#?"
                r"[\w\-]*\)"),
-            _p("system prompt system message system instruction", r"\b(?:begin|start|new|updated?)\s+"
+            _p("system prompt system message system instruction",
+               r"\b(?:begin|start|new|updated?)\s+"
                r"system\s+(?:prompt|message|instructions?)\b|\bsystem\s+prompt\s+(?:update|override"
                r"|begins?)\b"),
             _p("assistant ai", r"(?:^|\n)[ \t]*(?:assistant|ai)[ \t]*:[ \t]*(?:sure|ok|okay"
@@ -473,8 +484,8 @@ def _rules() -> dict[str, list[_Pattern]]:
         ],
         "memory_tampering": [
             _p("memor knowledge", r"\b(?:add|save|store|write|insert|inject|persist|commit|record"
-               r"|put|keep|memori[sz]e|remember)\b" + _NOT_END + r"\b(?:to|in|into|inside)\s+(?:your"
-               r"|the\s+(?:assistant|agent|ai|model)'?s?|its|(?:the\s+)?(?:long[\s-]term|permanent"
+               r"|put|keep|memori[sz]e|remember)\b" + _NOT_END + r"\b(?:to|in|into|inside)\s+"
+               r"(?:your|the\s+(?:assistant|agent|ai|model)'?s?|its|(?:the\s+)?(?:long[\s-]term|permanent"
                r"|persistent|durable|core|identity))\s+(?:[\w\-]+\s+)?(?:memory|memories|knowledge\s+"
                r"base)\b"),
             _p("memor", r"\b(?:add|save|store|write|put)\s+(?:to|in|into)\s+(?:your\s+)?(?:(?:long"
@@ -488,9 +499,9 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|for\s+(?:all\s+)?(?:future|later|subsequent)\s+(?:sessions|conversations|chats"
                r"|interactions|use)|across\s+(?:all\s+)?sessions|for\s+good)\b"),
             _p("identity permanent verified trusted confirmed core durable established long-term",
-               r"\b(?:save|store|record|mark|register|treat|remember|keep)\b" + _NOT_END + r"\bas\s+"
-               r"(?:an?\s+)?(?:\w+\s+)?(?:identity|permanent|verified|trusted|confirmed|core|durable"
-               r"|established|long-term)\s+(?:facts?|memory|memories|information|truths?"
+               r"\b(?:save|store|record|mark|register|treat|remember|keep)\b" + _NOT_END
+               + r"\bas\s+(?:an?\s+)?(?:\w+\s+)?(?:identity|permanent|verified|trusted|confirmed"
+               r"|core|durable|established|long-term)\s+(?:facts?|memory|memories|information|truths?"
                r"|preferences?|instructions?|records?)"),
         ],
         "concealment": [
@@ -576,7 +587,8 @@ class InjectionDetector:
 
     ``extra_rules`` maps a rule name to a regular expression (or several),
     matched case-insensitively on the normalised text; ``disabled`` switches
-    built-in rules off (see :data:`RULES`).
+    built-in rules off (see :data:`RULES`). ``prefilter=False`` ignores the
+    anchor pre-filter and runs every pattern (same findings, slower; for tests).
     """
 
     def __init__(
@@ -584,6 +596,7 @@ class InjectionDetector:
         *,
         extra_rules: Mapping[str, str | Iterable[str]] | None = None,
         disabled: Iterable[str] = (),
+        prefilter: bool = True,
     ) -> None:
         rules = _rules()
         off = set(disabled)
@@ -591,9 +604,9 @@ class InjectionDetector:
         if unknown:
             raise ConfigError(f"unknown injection rules to disable: {', '.join(sorted(unknown))}",
                               hint="see memstrata.injection.RULES")
-        for name, patterns in (extra_rules or {}).items():
-            for regex in [patterns] if isinstance(patterns, str) else patterns:
-                rules.setdefault(name, []).append(_Pattern(regex, (), True, re.IGNORECASE))
+        for extra_name, extra in (extra_rules or {}).items():
+            for regex in [extra] if isinstance(extra, str) else extra:
+                rules.setdefault(extra_name, []).append(_Pattern(regex, (), True, re.IGNORECASE))
         compiled: list[tuple[str, re.Pattern[str], tuple[str, ...], bool]] = []
         for name, patterns in rules.items():
             if name in off:
@@ -602,8 +615,9 @@ class InjectionDetector:
                 try:
                     rx = re.compile(pat.regex, pat.flags)
                 except re.error as exc:
-                    raise ConfigError(f"injection rule {name!r} has an invalid regex: {exc}") from exc
-                compiled.append((name, rx, pat.anchors, pat.cased))
+                    raise ConfigError(
+                        f"injection rule {name!r} has an invalid regex: {exc}") from exc
+                compiled.append((name, rx, pat.anchors if prefilter else (), pat.cased))
         self._patterns = tuple(compiled)
         self._hidden = "hidden_instruction" not in off
         self._invisible = "invisible_text" not in off

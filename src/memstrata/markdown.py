@@ -586,7 +586,9 @@ def _import_fact(mem: Memory, scope: Scope, e: FactEntry, fname: str, tier: str,
         report.rejected.append(f"{fname}:{e.line}: {res.reason}")
         return
     assert res.record is not None
-    if res.status == "pending" and reviewer is not None:
+    waiting = res.status == "pending" or (res.status == "duplicate"
+                                          and res.record.status == "pending_review")
+    if waiting and reviewer is not None:
         mem.review.approve(res.record.id, reviewer=reviewer, tenant=scope.tenant)
         report.add("approved")
         return
@@ -680,7 +682,7 @@ def lint_markdown(directory: str | Path, *, identity_max_entries: int = IDENTITY
             issues.append(Issue(EPISODIC, e.line, f"{e.day} comes after {last}: the log is "
                                                   "append-only, oldest first"))
         last = max(last, e.day)
-    return issues
+    return sorted(issues, key=lambda i: (FILES.index(i.file), i.line))
 
 __all__ = [
     "EPISODIC",
