@@ -124,7 +124,7 @@ def _docs_scan(files: list[Path]) -> dict[str, Any]:
         text = path.read_text("utf-8", errors="replace")
         chars += len(text)
         buf = ""
-        paragraphs = re.split(r"\n\s*\n", text) + [""]
+        paragraphs = [*re.split(r"\n\s*\n", text), ""]
         for para in paragraphs:
             if (len(buf) + len(para) > 1500 or not para) and buf.strip():
                 chunks += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -139,7 +140,7 @@ def test_overlaps_resolve_to_the_specific_detector_and_the_union_span() -> None:
     assert scan(url).detectors() == ["url_credentials"]
     for item in corpus()["secrets"]:
         findings = scan(item["text"]).findings
-        assert all(a.end <= b.start for a, b in zip(findings, findings[1:], strict=False))
+        assert all(a.end <= b.start for a, b in itertools.pairwise(findings))
 
 
 def test_plain_memory_claims_are_clean() -> None:

@@ -47,6 +47,21 @@ on", a sensitive object *and* a destination...). "You must set the header",
 user's "remember that I prefer tabs" do not fire. Text *about* prompt
 injection that quotes an attack verbatim does fire; quarantine is the right
 outcome for a memory write.
+
+Limits
+------
+Rules recognise phrasings, not intent. On two batches of injections written
+after the rules (``tests/data/injection_corpus.yaml``, splits ``probe2`` and
+``probe3``) the first measurement was about 70% recall with 1 false alarm in
+30-40 benign texts; both batches were then folded in. Expect misses on
+novel wording, paraphrase, other languages than those listed, and encodings
+(base64, leetspeak). This is why the policy sends *every* ``tool``/``agent``
+write to review whether or not this detector fires: the detector adds the
+quarantine label, it is not the gate.
+
+Each pattern carries anchor words; a pattern whose anchors are absent from
+the text is not run (``prefilter=False`` turns this off, and the tests check
+that it changes no finding on the corpus).
 """
 
 from __future__ import annotations
@@ -205,7 +220,8 @@ _NOT_END_API = r"(?:(?![.!?](?:\s|$)|header|query\s+param|cookie)[^\n]){0,90}?"
 
 _IGNORE_A = ("ignor disregard forget skip overrid bypass neglect abandon discard aside attention "
              "follow throw")
-_SEND_A = ("send forward mail post upload transmit leak exfiltrat share copy cc output print "
+_SEND_A = ("send sende forward mail email post upload transmit leak exfiltrat share copy cc bcc "
+           "output print "
            "write return log relay submit paste dm report deliver pipe export sync push "
            "transfer dump envoy stuur отправ")
 
@@ -228,7 +244,9 @@ class _Pattern:
 
 
 def _p(anchors: str, regex: str, *, cased: bool = False) -> _Pattern:
-    return _Pattern(regex, tuple(anchors.split()), cased)
+    """``anchors``: substrings separated by ``|`` (or by spaces when there is no ``|``)."""
+    parts = anchors.split("|") if "|" in anchors else anchors.split()
+    return _Pattern(regex, tuple(a for a in parts if a), cased)
 
 
 def _rules() -> dict[str, list[_Pattern]]:
@@ -276,7 +294,8 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"\b(?:the\s+)?(?:above|previous|prior|earlier)\s+instructions\s+(?:are"
                r"|were)\s+(?:now\s+)?(?:void|invalid|cancell?ed|outdated|obsolete|wrong|fake|a\s+test"
                r"|no\s+longer\s+valid)"),
-            _p("your", r"\byour\s+(?:new|real|true|actual)\s+(?:task"
+            _p("your new|your real|your true|your actual",
+               r"\byour\s+(?:new|real|true|actual)\s+(?:task"
                r"|objective|goal|purpose|mission|instructions?|directive|job)\s+(?:is|are|will\s+be)"
                r"\b"),
             # other languages
@@ -309,7 +328,8 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"(?:을|를)?\s*(?:무시|잊)"),
         ],
         "prompt_leak": [
-            _p("prompt instructions rules guidelines message", r"\b(?:reveal|print|output|show"
+            _p("prompt instructions rules guidelines message preprompt systemprompt",
+               r"\b(?:reveal|print|output|show"
                r"|display|repeat|recite|leak|dump|expose|disclose|tell\s+me|give\s+me|share"
                r"|write\s+out|spell\s+out|type\s+out|list)\s+(?:(?:me|us)\s+)?(?:(?:all|back|out"
                r"|verbatim)\s+)?(?:your|the|all|any|its)\s+(?:\w+\s+)?(?:system\s+(?:prompt|message)"
@@ -321,14 +341,16 @@ def _rules() -> dict[str, list[_Pattern]]:
             _p("what",
                r"\bwhat\s+(?:is|are|were)\s+your\s+(?:system\s+prompt|initial\s+instructions"
                r"|original\s+instructions|hidden\s+instructions)"),
-            _p("prompt", r"(?:rivela|mostra|muestra|revela|montre|révèle|zeige|verrate)\w*\s+"
+            _p("prompt systemprompt",
+               r"(?:rivela|mostra|muestra|revela|montre|révèle|zeige|verrate)\w*\s+"
                r"(?:\w+\s+){0,2}(?:prompt\s+(?:di|del|de)\s+(?:sistema|système)|prompt\s+système"
                r"|system-?prompt)"),
             _p("システムプロンプト 系统提示 系統提示 시스템",
                r"システムプロンプト|系统提示|系統提示|시스템\s*프롬프트"),
         ],
         "role_hijack": [
-            _p("you", r"\byou(?:'re|\s+are|\s+will\s+be)\s+now\s+(?:free|unrestricted|unfiltered"
+            _p("you are now|you're now|you will be now",
+               r"\byou(?:'re|\s+are|\s+will\s+be)\s+now\s+(?:free|unrestricted|unfiltered"
                r"|unlimited|jailbroken|uncensored|dan\b|(?:in|operating\s+in)\s+(?:\w+\s+)?(?:"
                r"developer|god|dan|jailbreak|jailbroken|unrestricted|evil|sudo|no-?limits?|unfiltered)"
                r"\s+mode|(?:an?|the|my)\s+(?:(?!of\b|on\b|in\b|at\b|for\b)\w+\s+){0,2}?" + _AGENT
@@ -337,33 +359,34 @@ def _rules() -> dict[str, list[_Pattern]]:
                "rogue", r"\byou(?:'re|\s+are)\s+(?:now\s+)?(?:an?\s+)?(?:unfiltered|unrestricted"
                r"|uncensored|jailbroken|evil|unlimited|unaligned|amoral|rogue)\s+(?:\w+\s+)?"
                + _AGENT + r"\b"),
-            _p("no longer",
+            _p("no longer|",
                r"\byou(?:'re|\s+are)\s+no\s+longer\s+(?:an?\s+)?(?:ai|assistant|chatbot"
                r"|language\s+model|bound|restricted|limited|required\s+to|subject\s+to|constrained)"),
             _p("pretend", r"\bpretend\s+(?:that\s+)?(?:you(?:'re|\s+are)|to\s+be)\b"),
-            _p("act behave respond answer speak", r"\b(?:act|behave|respond|answer|speak)\s+as\s+if"
+            _p("as if|act as|behave as", r"\b(?:act|behave|respond|answer|speak)\s+as\s+if"
                r"\s+you\s+(?:are|were|have)\s+(?:no|an?\s+(?:unrestricted|unfiltered|uncensored"
                r"|evil))|\b(?:act|behave)\s+as\s+(?:an?\s+)?(?:\w+\s+){0,2}?" + _AGENT + r"\s+(?:"
                r"with(?:out)?|that|who|which)\b"),
-            _p("play character", r"\b(?:role-?\s?play|roleplay)\s+(?:as|that)\b"
+            _p("role stay", r"\b(?:role-?\s?play|roleplay)\s+(?:as|that)\b"
                r"|\bstay\s+in\s+character\b"),
-            _p("anything mode", r"\bdo\s+anything\s+now\b|\b(?:dan|stan|dude|aim)\s+mode\b"
+            _p("anything now|mode", r"\bdo\s+anything\s+now\b|\b(?:dan|stan|dude|aim)\s+mode\b"
                r"|\bjailbr(?:eak|oken)\s+mode\b|\b(?:enter|enable|activate|switch\s+to|turn\s+on)\s+"
                r"(?:dan|god|jailbreak|unrestricted|unfiltered|evil|no-?limits?)\s+mode\b"),
-            _p("developer mode", r"\bdeveloper\s+mode\b[^.\n]{0,80}\b(?:ignore|bypass|no\s+(?:"
+            _p("developer mode|", r"\bdeveloper\s+mode\b[^.\n]{0,80}\b(?:ignore|bypass|no\s+(?:"
                r"restrictions|filters|rules|limits)|without\s+(?:restrictions|filters|rules|limits)"
                r"|uncensored|unfiltered)"),
             _p("restrictions rules limits filters guidelines polic ethical",
                r"\byou\s+(?:have|has)\s+no\s+(?:restrictions|rules|limits|filters|guidelines"
                r"|content\s+polic(?:y|ies)|ethical)"),
-            _p("with no never refuse", r"\bwith\s+no\s+(?:content\s+polic(?:y|ies)|ethical\s+"
+            _p("with no|never refuse", r"\bwith\s+no\s+(?:content\s+polic(?:y|ies)|ethical\s+"
                r"guidelines|safety\s+(?:guidelines|filters))\b|\bnever\s+refuses?\s+(?:a|any)\s+"
                r"(?:request|question|prompt)"),
         ],
         "role_spoofing": [
             _p("<| [inst] [/inst] <<sys>> <</sys>>", r"<\|(?:im_start|im_end|system|user|assistant"
                r"|eot_id|start_header_id|end_header_id)\|>|\[/?inst\]|<</?sys>>"),
-            _p("system assistant ai developer admin operator root sudo openai anthropic",
+            _p("system|assistant|ai:|ai :|ai]|ai*|ai>|developer|admin|operator|root|sudo|openai|"
+               "anthropic",
                r"(?:^|\n)[ \t]*(?:#{1,6}[ \t]*|\[|\*\*|<)?[ \t]*(?:system|assistant|ai|developer"
                r"|admin(?:istrator)?|operator|root|sudo|openai|anthropic)(?:[ \t]+(?:message|prompt"
                r"|note|notice|override|instructions?|update|alert|command))?[ \t]*(?:\]|\*\*|>)?"
@@ -379,11 +402,11 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|remember|store|the\s+(?:previous|assistant|ai|model|user))"),
             _p("[system] [assistant] [developer]", r"\[(?:system|assistant|developer)\]\s*\(#?"
                r"[\w\-]*\)"),
-            _p("system prompt system message system instruction",
+            _p("system prompt|system message|system instruction",
                r"\b(?:begin|start|new|updated?)\s+"
                r"system\s+(?:prompt|message|instructions?)\b|\bsystem\s+prompt\s+(?:update|override"
                r"|begins?)\b"),
-            _p("assistant ai", r"(?:^|\n)[ \t]*(?:assistant|ai)[ \t]*:[ \t]*(?:sure|ok|okay"
+            _p("assistant|ai:|ai :", r"(?:^|\n)[ \t]*(?:assistant|ai)[ \t]*:[ \t]*(?:sure|ok|okay"
                r"|certainly|of\s+course|i\s+will|i'll)\b"),
         ],
         "addressed_to_agent": [
@@ -391,19 +414,20 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"\b(?:note|message|notice|instructions?|attention|reminder|memo|directive|hint|psa"
                r"|p\.s\.)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+|every\s+)?" + _AGENT
                + r"\b[ \t]*(?:[:,!\-—\n]|$|reading|processing|that|who|summari[sz]ing)"),
-            _p("dear hey hi hello attention listen", r"\b(?:dear|hey|hi|hello|attention|listen"
+            _p("dear|hey|hi |hi,|hello|attention|listen", r"\b(?:dear|hey|hi|hello|attention|listen"
                r"(?:\s+up)?)(?:\s+there)?\s*,?\s+(?:the\s+)?(?:ai|a\.i\.|assistant|agent|llm|(?:"
                r"large\s+)?language\s+model|chatbot|gpt|chatgpt|claude|gemini|copilot)\b"),
-            _p("if you", r"\bif\s+you\s+are\s+(?:an?\s+)?(?:\w+\s+)?" + _AGENT_STRICT + r"\b"),
+            _p("if you|", r"\bif\s+you\s+are\s+(?:an?\s+)?(?:\w+\s+)?" + _AGENT_STRICT + r"\b"),
             _p("reading processing parsing summaris summariz crawling browsing scraping analys "
                "analyz reviewing", r"\b" + _AGENT_STRICT + r"\s+(?:\w+\s+){0,2}?(?:reading"
                r"|processing|parsing|summari[sz]ing|crawling|browsing|scraping|analy[sz]ing"
                r"|reviewing)\s+(?:this|these|the\s+following)\b|\b" + _AGENT + r"\s+(?:reading"
                r"|processing|parsing|summari[sz]ing|browsing)\s+(?:this|these)\s+(?:\w+\s+)?(?:should"
                r"|must|shall|will|are\s+to|need\s+to)\b"),
-            _p("to any to all to every", r"\bto\s+(?:any|all|every)\s+(?:\w+\s+)?" + _AGENT_STRICT
+            _p("to any|to all|to every", r"\bto\s+(?:any|all|every)\s+(?:\w+\s+)?" + _AGENT_STRICT
                + r"\b"),
-            _p("assistant ai agent", r"\b(?:assistant|ai|agent)\s*,\s+(?:please\s+)?(?:from\s+now"
+            _p("assistant,|assistant ,|ai,|ai ,|agent,|agent ,",
+               r"\b(?:assistant|ai|agent)\s*,\s+(?:please\s+)?(?:from\s+now"
                r"\s+on|ignore|forget|remember|always|never|do\s+not|don'?t|send|forward|e-?mail"
                r"|save|store|add|reply|respond|say|tell|include|recommend|treat|you\s+must)"),
         ],
@@ -412,7 +436,8 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"\s+(?:system\s+)?instructions?\s*(?::|follow|below|are\s+as\s+follows|are\s+below)"
                r"|\bthe\s+(?:real|actual|true)\s+(?:instructions|task|prompt|rules)\s+(?:are|is"
                r"|follow)"),
-            _p("from", r"\b(?:this|the\s+following)\s+is\s+(?:an?\s+)?(?:official|authori[sz]ed"
+            _p("openai|anthropic|google|microsoft|developer|creator|admin|owner|operator|maker",
+               r"\b(?:this|the\s+following)\s+is\s+(?:an?\s+)?(?:official|authori[sz]ed"
                r"|urgent|priority|verified)\s+(?:message|instruction|request|directive|command"
                r"|notice|update)\s+from\s+(?:openai|anthropic|google|microsoft|the\s+developers?"
                r"|your\s+(?:developers?|creators?|admin(?:istrator)?|owner|operator|maker))"
@@ -434,8 +459,9 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|mode\s+(?:enabled|activated|on)\b)"),
         ],
         "persistent_directive": [
-            _p("now on point on point forward moment message forward henceforth hereafter "
-               "otherwise beginning starting effective as of now here on rest of all every each",
+            _p("now on|this point|this moment|this message|going forward|henceforth|hereafter|"
+               "otherwise|beginning|starting|effective immediately|as of now|here on|rest of|"
+               "for all|for every|for each|in all|in every|in each",
                r"\b(?:from\s+now\s+on|from\s+this\s+(?:point|moment|message)\s+(?:on(?:wards?)?"
                r"|forward)|going\s+forward|henceforth|hereafter|until\s+(?:told|instructed)\s+"
                r"otherwise|(?:beginning|starting)\s+(?:now|today|immediately)|effective\s+immediately"
@@ -446,29 +472,30 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"\s+(?:will|must|should|shall|are\s+to|need\s+to|have\s+to)|you'll|please|kindly)"
                r"\s+)?(?:(?:always|only|never|also|just|strictly|immediately|silently|quietly"
                r"|secretly|automatically)\s+)*" + _BEHAVE + r"\b"),
-            _p("going forward", r"\bgoing\s+forward,?\s+you\s+(?:(?:will|would|must|should)\s+)?"
+            _p("going forward|", r"\bgoing\s+forward,?\s+you\s+(?:(?:will|would|must|should)\s+)?"
                r"(?:always\s+)?(?:described?|refer|recommend|respond|reply|answer|say|tell|mention"
                r"|treat|send|forward)\b"),
             _p("always never", r"\b(?:always|never)\s+" + _BEHAVE + r"\b" + _NOT_END + r"\b(?:in|to"
                r"|for|with)\s+(?:all|every|each|any)\s+(?:future\s+|subsequent\s+)?(?:responses?"
                r"|replies|answers|conversations?|sessions?|users?|interactions?)"),
-            _p("you are to", r"\byou\s+are\s+to\s+" + _BEHAVE + r"\b" + _NOT_END + r"\b(?:to|in"
+            _p("you are to|", r"\byou\s+are\s+to\s+" + _BEHAVE + r"\b" + _NOT_END + r"\b(?:to|in"
                r"|for)\s+(?:all|every|each|any)\s+(?:future\s+)?(?:questions?|queries|requests?"
                r"|prompts?|messages?|responses?|answers?|repl(?:y|ies))"),
-            _p("partir adelante jetzt sofort nun ora vanaf", r"\b(?:a\s+partir\s+de\s+agora"
+            _p("partir de|adelante|ab jetzt|ab sofort|nun an|d'ora|vanaf nu",
+               r"\b(?:a\s+partir\s+de\s+agora"
                r"|a\s+partir\s+de\s+maintenant|à\s+partir\s+de\s+maintenant|de\s+ahora\s+en\s+"
                r"adelante|ab\s+(?:jetzt|sofort)|von\s+nun\s+an|d'ora\s+in\s+poi|vanaf\s+nu)\b"),
         ],
         "exfiltration": [
             _p(_SEND_A, r"\b" + _SEND + r"\b" + _NOT_END + r"(?<![\w])(?:" + _SECRET_OBJ + r")"
                + _NOT_END_API + r"\b" + _DEST),
-            _p("me us", r"\b" + _SEND + r"\s+(?:me|us)\s+(?:all\s+|the\s+|your\s+|any\s+)?"
+            _p(" me | us ", r"\b" + _SEND + r"\s+(?:me|us)\s+(?:all\s+|the\s+|your\s+|any\s+)?"
                + _NOT_END + r"(?<![\w])(?:" + _SECRET_OBJ + r")"),
             _p("url link query image request markdown", r"\b(?:append|add|include|encode|embed|put"
                r"|insert|load)\b" + _NOT_END + r"(?<![\w])(?:" + _SECRET_OBJ + r")" + _NOT_END
                + r"\b(?:to|in|into|as)\s+(?:the\s+|a\s+|this\s+)?(?:url|link|query\s+string|image"
                r"|request|markdown)"),
-            _p("reveal disclose dump leak expose give me send me tell me read out",
+            _p("reveal|disclose|dump|leak|expose|give me|send me|tell me|read out",
                r"\b(?:reveal|disclose|dump|leak|expose|give\s+me|send\s+me|tell\s+me|read\s+out)\s+"
                r"(?:all\s+|any\s+|every\s+|the\s+|your\s+)?(?:stored|saved|remembered|cached|known"
                r"|memori[sz]ed|environment|env)\s+(?:\w+\s+)?(?:api\s+keys?|keys|passwords?"
@@ -505,7 +532,8 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|preferences?|instructions?|records?)"),
         ],
         "concealment": [
-            _p("not never don", r"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|notify|alert|mention"
+            _p("do not|don't|dont|never",
+               r"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|notify|alert|mention"
                r"|reveal|disclose|show|let)\s+(?:this|it|that|these|anything|any\s+of\s+this)?\s*"
                r"(?:(?:note|message|instructions?|request|change|email|text)\s+)?(?:to\s+|about\s+\w+"
                r"\s+to\s+)?(?:the\s+user|the\s+human|your\s+user|the\s+owner|the\s+operator)\b"
@@ -516,7 +544,7 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|the\s+human|your\s+user|the\s+owner|them|anyone)\b"),
             _p("keep hide", r"\b(?:keep|hide)\s+(?:this|it|these\s+instructions)\s+(?:secret|hidden"
                r"|confidential|private)\s+from\s+(?:the\s+user|the\s+human|your\s+user|them)"),
-            _p("no need", r"\bno\s+need\s+to\s+(?:bother|tell|inform|notify|ask)\s+(?:the\s+user"
+            _p("no need|", r"\bno\s+need\s+to\s+(?:bother|tell|inform|notify|ask)\s+(?:the\s+user"
                r"|them|the\s+human)"),
             _p("silently secretly covertly quietly discreetly", r"\b(?:silently|secretly|covertly"
                r"|quietly|discreetly)\s+(?:send|forward|e-?mail|copy|upload|share|add|save|store"
@@ -534,7 +562,9 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|needs?|requests?)|\b(?:recommend|promote|endorse|advertise|mention|suggest)\s+"
                r"[^.\n]{1,60}?\s+(?:in|to)\s+(?:every|each|all|any)\s+(?:\w+\s+)?(?:answers?"
                r"|responses?|repl(?:y|ies)|users?|conversations?)"),
-            _p(" as ", r"\b(?:describe|present|portray|refer\s+to|characteri[sz]e|rate|rank"
+            _p("describe|present|portray|refer to|characteris|characteriz|rate|rank|summaris|"
+               "summariz|label|call",
+               r"\b(?:describe|present|portray|refer\s+to|characteri[sz]e|rate|rank"
                r"|summari[sz]e|label|call)\s+(?:this|it|them|the\s+(?:page|document|product|article"
                r"|site|author|company|competitor'?s?(?:\s+product)?|vendor|brand)|our\s+\w+)\b"
                + _NOT_END + r"\bas\s+(?:an?\s+|the\s+)?['\"]?(?:\w+\s+){0,2}?(?:safe|unsafe"
@@ -554,7 +584,7 @@ def _rules() -> dict[str, list[_Pattern]]:
                r"|outputs?)\b"),
             _p("respond répond antwort", r"\b(?:responde|responder|réponds|répondez|antworte)\w*\s+"
                r"(?:solo|solamente|apenas|seulement|uniquement|nur)\b"),
-            _p("treat regard consider your", r"\b(?:treat|regard|consider)\s+(?:their|its|the\s+"
+            _p("treat|regard|consider|is your", r"\b(?:treat|regard|consider)\s+(?:their|its|the\s+"
                r"author'?s?|this\s+page'?s?)\s+(?:requests?|instructions?|messages?)\s+as\s+(?:if\s+"
                r"they\s+came\s+from\s+)?(?:the\s+user|your\s+(?:user|owner|admin))|\b(?:treat|regard"
                r"|consider)\s+(?:the\s+|its\s+|their\s+)?(?:author|sender|owner)\s+(?:of\s+this\s+"
@@ -580,6 +610,37 @@ _AI_CUE = re.compile(
     r"|ignore|remember|save|store|send|forward|tell|recommend|treat|always|never)\b",
     re.IGNORECASE,
 )
+
+
+_WORD = re.compile(r"[^\W\d_]+")
+_PREFIX_MAX = 8
+
+
+class _AnchorCheck:
+    """Which anchors occur in one lower-cased text, answered cheaply and remembered.
+
+    An ASCII word anchor (``ignor``) matches the start of a word, looked up in
+    the set of word prefixes; anything else (``you are now``, ``<|``, ``忽略``)
+    is a substring search, skipped when its first word is absent.
+    """
+
+    def __init__(self, lowered: str) -> None:
+        self._text = lowered
+        self._prefixes = {w[:k] for w in set(_WORD.findall(lowered))
+                          for k in range(1, min(len(w), _PREFIX_MAX) + 1)}
+        self._seen: dict[str, bool] = {}
+
+    def __call__(self, anchor: str) -> bool:
+        hit = self._seen.get(anchor)
+        if hit is None:
+            if anchor.isascii() and anchor.isalpha():
+                hit = anchor[:_PREFIX_MAX] in self._prefixes
+            else:
+                first = re.match(r"[a-z]+", anchor)
+                hit = (first is None or first.group()[:_PREFIX_MAX] in self._prefixes) and (
+                    anchor in self._text)
+            self._seen[anchor] = hit
+        return hit
 
 
 class InjectionDetector:
@@ -636,9 +697,10 @@ class InjectionDetector:
         lowered = norm.lower()
         if len(lowered) != len(norm):  # a few characters grow when lower-cased (İ)
             lowered = "".join(c.lower()[:1] for c in norm)
+        present = _AnchorCheck(lowered)
         found: list[InjectionFinding] = []
         for name, rx, anchors, cased in self._patterns:
-            if anchors and not any(a in lowered for a in anchors):
+            if anchors and not any(present(a) for a in anchors):
                 continue
             for m in rx.finditer(norm if cased else lowered):
                 if m.end() > m.start():

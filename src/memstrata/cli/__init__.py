@@ -23,20 +23,37 @@ from ..errors import MemstrataError
 HELP = """memstrata: layered, governed memory for LLM agents.
 
 \b
-Quick tour (each command takes --user/--project/--tenant and --json):
-  memstrata init                                  create the store
+Start here:
+  memstrata demo                                  the multi-session story, step by step
+  memstrata init                                  create the store ($MEMSTRATA_HOME)
+\b
+Write (every durable write goes through the write policy):
   memstrata facts propose "Prefers async standups" --kind preference \\
       --subject alice --attribute standup_format --actor user --source chat:2026-08-01 --user alice
-  memstrata facts list --user alice               current facts (identity first)
   memstrata episodes append "Deploy failed: stale cache" --event deploy_failed \\
       --actor tool --source ci:run/812 --user alice
+  memstrata checkpoint save release-v17 --objective "Ship notes" --next-action "collect PRs"
+  memstrata extract session.json --user alice     end-of-session extraction
+\b
+Read (filtered by scope, readers, status and freshness before ranking):
+  memstrata facts list --user alice               current facts (identity first)
   memstrata episodes search "deploy" --user alice
   memstrata recall "how do we deploy?" --decision side_effect --user alice
   memstrata context --task release-v17 --query "release notes" --user alice
+\b
+People in the loop:
   memstrata review list / approve ID --reviewer NAME / reject ID --reason WHY
-  memstrata forget --match "peanut" --user alice   delete everywhere, reported
-  memstrata doctor                                 verify stored invariants
+  memstrata procedures add FILE.yaml / activate NAME VERSION --by NAME / rollback NAME
+  memstrata export --markdown DIR / import DIR / migrate MEMORY.md --to DIR / lint DIR
+\b
+Agents and operations:
+  memstrata mcp --user alice --project docs-site  MCP server (stdio; --http for HTTP)
+  memstrata tools --format openai                 tool schemas for function calling
+  memstrata forget --match "peanut" --user alice  delete everywhere, reported
+  memstrata doctor / stats / sweep / reindex / config show
+  memstrata eval evals/starter / bench store|latency|locomo
 
+Every command takes --user/--project/--tenant/--agent and --url; reads take --json.
 The store is $MEMSTRATA_HOME/memory.db (default ~/.memstrata) unless --url or
 $MEMSTRATA_URL names another (sqlite:///path or postgresql://...).
 """

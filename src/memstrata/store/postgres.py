@@ -46,7 +46,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -145,6 +145,9 @@ class PgTx:
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self._lock_for(sql)
+        if len(rows) == 1:  # one round trip instead of a pipeline's enter/sync/exit
+            self.conn.execute(translate(sql), rows[0])
+            return
         with self.conn.cursor() as cur:
             cur.executemany(translate(sql), rows)
 
@@ -335,11 +338,20 @@ class PostgresDatabase:
             tx = PgTx(conn, tenant, writable=write or maintenance, maintenance=maintenance)
             self._local.open = _Open(tx)
             try:
-                with conn.transaction():
-                    conn.execute("SELECT set_config(%s, %s, true), set_config(%s, %s, true)",
-                                 (TENANT_SETTING, tenant, MAINTENANCE_SETTING,
-                                  "on" if maintenance else "off"))
+                # BEGIN and the tenant in one round trip (a simple query may hold two
+                # statements; the values are quoted by psycopg, never interpolated raw).
+                conn.execute(pg_sql.SQL(
+                    "BEGIN; SELECT set_config({}, {}, true), set_config({}, {}, true)"
+                ).format(pg_sql.Literal(TENANT_SETTING), pg_sql.Literal(tenant),
+                         pg_sql.Literal(MAINTENANCE_SETTING),
+                         pg_sql.Literal("on" if maintenance else "off")))
+                try:
                     yield tx
+                except BaseException:
+                    with suppress(psycopg.Error):  # a broken connection: the pool drops it
+                        conn.rollback()
+                    raise
+                conn.commit()
             finally:
                 self._local.open = None
 
