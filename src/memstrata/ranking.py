@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .clock import from_text
 from .episodes import excerpt
 from .facts import _COLUMNS as FACT_COLUMNS

@@ -202,10 +202,8 @@ class VectorIndex:
         idx = np.flatnonzero(mask)
         if idx.size == 0:
             return []
-        if idx.size == n:
-            scores = block.mat[:n] @ qvec
-        else:
-            scores = block.mat[idx] @ qvec
+        # all rows pass (one big scope): skip the gather copy of the whole matrix
+        scores = block.mat[:n] @ qvec if idx.size == n else block.mat[idx] @ qvec
         take = min(k, scores.size)
         top = np.argpartition(-scores, take - 1)[:take]
         top = top[np.argsort(-scores[top])]
