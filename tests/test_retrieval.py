@@ -113,3 +113,15 @@ def test_model_change_is_detected_and_reindex_fixes_it(tmp_path: Path, minilm: A
     assert other.rt.index.vectors.reindex() == 1
     assert other.recall(ALICE, "kickoff meeting").items
     other.close()
+
+
+def test_date_anchored_question_prefers_the_named_period(vmem: Memory,
+                                                         clock: ManualClock) -> None:
+    vmem.episodes.append(ALICE, text="Team offsite planning call about the venue",
+                         actor="user", source="cal", observed_at="2026-05-12")
+    vmem.episodes.append(ALICE, text="Team offsite planning call about the agenda",
+                         actor="user", source="cal", observed_at="2026-07-20")
+    res = vmem.recall(ALICE, "offsite planning call in May 2026", k=2)
+    assert res.items and res.items[0].excerpt.endswith("venue")
+    res = vmem.recall(ALICE, "offsite planning call in July 2026", k=2)
+    assert res.items and res.items[0].excerpt.endswith("agenda")

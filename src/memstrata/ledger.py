@@ -29,10 +29,14 @@ _COLUMNS = "key, intent, status, external_ref, error, attempts, run_id, created_
 
 
 def _text(value: Any, field: str, max_len: int = MAX_TEXT) -> str:
+    from .safety import redact_secrets
+
     try:
-        return clean_text(value, field=field, max_len=max_len)
+        text = clean_text(value, field=field, max_len=max_len)
     except ValueError as exc:
         raise ValidationError(str(exc)) from exc
+    # a ledger row outlives the run: a secret in an intent or error is redacted, never stored
+    return text if field == "key" else redact_secrets(text)[0]
 
 
 def operation_from_row(row: Row, resumed: bool = False) -> Operation:

@@ -21,6 +21,7 @@ from .models import Hit, Scope
 from .scoping import SCOPE_COLUMNS, applies_sql, load_json_list, principal_of, scope_from_row
 from .store.base import Row
 from .store.lexical import terms
+from .temporal import window
 from .tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -133,6 +134,12 @@ def rank_candidates(mem: Memory, scope: Scope, need: str, rule: DecisionRule,
                                    age_days=(now - observed).total_seconds() / 86400,
                                    superseded=rid in sup)
                 hits.append(hit)
+    period = window(need, now)
+    if period is not None:
+        # a date-anchored question: records observed inside the named period come first
+        for h in hits:
+            if h.layer == "episodes" and h.date is not None:
+                h.score = min(1.0, h.score * 1.5) if period.contains(h.date) else h.score * 0.6
     hits.sort(key=lambda h: -h.score)
     return hits, len(hits)
 

@@ -138,7 +138,8 @@ class Detector:
     def spans(self, text: str) -> Iterator[tuple[int, int]]:
         """The sensitive spans this detector finds in ``text``."""
         has_group = "secret" in self.pattern.groupindex
-        for m in self.pattern.finditer(text):
+        pos = 0
+        while (m := self.pattern.search(text, pos)) is not None:
             if self.locate is not None:
                 span = self.locate(m)
             elif has_group and m.group("secret") is not None:
@@ -147,6 +148,11 @@ class Detector:
                 span = m.span()
             if span is not None and span[1] > span[0]:
                 yield span
+                pos = max(m.end(), m.start() + 1)
+            else:
+                # a rejected match must not swallow a real one that overlaps it
+                # ("credential: SECRET_KEY = '...'": the first candidate value is the key name)
+                pos = m.start() + 1
 
 
 # --------------------------------------------------------------------------- checks
