@@ -269,3 +269,11 @@ def test_run_end_to_end_with_minilm(data_file: Path) -> None:
     # 8 turns and k=5: the top 5 hold most but not all of the conversation
     assert 0.3 < recipe["token_share@5"] < 1.0
     json.dumps(result)  # JSON-ready
+
+
+def test_tokenizer_spec_is_validated(data_file: Path) -> None:
+    convs, _ = load_locomo(data_file)
+    with pytest.raises(ValidationError):
+        BM25Retriever(convs[0].turns, tokenizer="porter'); DROP TABLE t; --")
+    with pytest.raises(ValidationError):
+        BM25Retriever([])

@@ -1,6 +1,9 @@
-import numpy as np, random
-from lab import CONVS, render_turn
+import random
+
+import numpy as np
 from exp01_baselines import bm25
+from lab import CONVS, render_turn
+
 random.seed(1)
 rows=[]
 for c in CONVS:

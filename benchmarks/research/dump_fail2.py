@@ -1,7 +1,10 @@
-import random, sys
+import random
+import sys
+
 import numpy as np
 from exp05_fusion import B, D, z
 from lab import CONVS, render_turn
+
 random.seed(2)
 cat = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 rows = []

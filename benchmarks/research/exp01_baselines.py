@@ -1,6 +1,6 @@
 """Baselines: BM25 (FTS5) and MiniLM over '[date] speaker: text [shares caption]'; plain RRF."""
 import numpy as np
-from lab import CONVS, dense_scores, evaluate_scores, fmt, fts_scores, render_turn
+from lab import dense_scores, evaluate_scores, fmt, fts_scores, render_turn
 
 cache: dict = {}
 

@@ -1,6 +1,6 @@
 """Contextual indexing for BM25: add neighbouring turns of the same session as extra columns."""
 import numpy as np
-from lab import CONVS, evaluate_scores, fmt, fts_scores, render_turn
+from lab import evaluate_scores, fmt, fts_scores, render_turn
 
 
 def own(t):

@@ -1,10 +1,9 @@
 """Dense (MiniLM) variants: index text, contextual text, neighbour propagation, speaker boost."""
-import re
 
 import numpy as np
 from exp02_context import propagate
 from exp03_speaker import named_mask
-from lab import CONVS, dense_scores, evaluate_scores, fmt, render_turn
+from lab import dense_scores, evaluate_scores, fmt, render_turn
 
 
 def line(t, date=False):

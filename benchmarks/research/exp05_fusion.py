@@ -10,7 +10,7 @@ def ranks(m):
 
 
 def rrf(mats, weights, k=60):
-    return sum(w / (k + ranks(m) + 1) for m, w in zip(mats, weights))
+    return sum(w / (k + ranks(m) + 1) for m, w in zip(mats, weights, strict=True))
 
 
 def minmax(m):

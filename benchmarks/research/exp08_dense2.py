@@ -1,11 +1,10 @@
 """Dense index text variants with the session date; dense query variants; fusion with B."""
 import re
 
-import numpy as np
 from exp03_speaker import named_mask
 from exp04_dense import line
 from exp05_fusion import B, z
-from lab import dense_scores, evaluate_scores, fmt, render_turn, STOP
+from lab import dense_scores, evaluate_scores, fmt
 
 cache = {}
 

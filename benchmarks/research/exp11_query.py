@@ -1,5 +1,5 @@
-"""Query processing for the BM25 leg: extended stoplist, df pruning, prefixes, phrase bigrams."""
-import re
+"""Query processing for the BM25 leg: extended stoplist, prefixes, phrase bigrams."""
+import itertools
 import sqlite3
 
 import numpy as np
@@ -9,8 +9,7 @@ from exp04_dense import dense
 from exp10_fusion2 import maxnorm
 from lab import STOP, evaluate_scores, fmt, terms
 
-EXTRA = set("""kind kinds type types sort thing things something anything stuff way ways much many
-also likely would could might may lot lots get got go going one ones some other else ever""".split())
+EXTRA = set(["kind", "kinds", "type", "types", "sort", "thing", "things", "something", "anything", "stuff", "way", "ways", "much", "many", "also", "likely", "would", "could", "might", "may", "lot", "lots", "get", "got", "go", "going", "one", "ones", "some", "other", "else", "ever"])
 
 cache = {}
 
@@ -25,37 +24,19 @@ def bm_q(c, mode, w=(1, 0.5, 0.2), ctx=(2, 2)):
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(c0, c1, c2, tokenize='porter unicode61')")
     db.executemany("INSERT INTO t(rowid,c0,c1,c2) VALUES (?,?,?,?)", [(i, *d) for i, d in enumerate(docs)])
-    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
-    df = dict(db.execute("SELECT term, doc FROM v"))
     n = len(docs)
     out = np.zeros((len(c.questions), n), dtype=np.float32)
-    # porter-stem the query terms via FTS5 itself: tokenise with a temp table
     for qi, q in enumerate(c.questions):
         ts = list(dict.fromkeys(terms(q.question, stop)))
-        if "dfprune" in mode:
-            keep = []
-            for t in ts:
-                st = db.execute("SELECT term FROM v WHERE term = ?", (t,)).fetchone()
-                keep.append(t)
-            ts = [t for t in ts if df.get(_stem(db, t), 0) <= 0.5 * n] or ts
         parts = [f'"{t}"' + ("*" if "prefix" in mode else "") for t in ts]
         if "bigram" in mode:
-            parts += [f'"{a} {b}"' for a, b in zip(ts, ts[1:])]
+            parts += [f'"{a} {b}"' for a, b in itertools.pairwise(ts)]
         if not parts:
             continue
         for rowid, s in db.execute(f"SELECT rowid, bm25(t, {w[0]}, {w[1]}, {w[2]}) FROM t WHERE t MATCH ?", (" OR ".join(parts),)):
             out[qi, rowid] = -s
     cache[key] = out
     return out
-
-
-_stem_cache = {}
-
-
-def _stem(db, t):
-    if t not in _stem_cache:
-        from nltk_free_porter import stem  # noqa
-    return _stem_cache[t]
 
 
 def final(c, Bm, beta=0.3):

@@ -18,9 +18,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from embed import Embedder  # noqa: E402
+from embed import Embedder
 
-from memstrata.bench.locomo import Conversation, Turn, load_locomo, render_turn  # noqa: E402
+from memstrata.bench.locomo import Conversation, Turn, load_locomo, render_turn
 
 DATA = "/work/shared/bench/locomo/locomo_dev.json"
 CONVS, REPORT = load_locomo(DATA)
@@ -35,17 +35,7 @@ def emb() -> Embedder:
 
 
 STOP = set(
-    """a an the and or but if of at by for with about against between into through during before
-after above below to from up down in out on off over under again further then once here there
-all any both each few more most other some such no nor not only own same so than too very s t
-can will just don should now i me my myself we our ours ourselves you your yours yourself
-yourselves he him his himself she her hers herself it its itself they them their theirs
-themselves what which who whom this that these those am is are was were be been being have has
-had having do does did doing would could ought i'm you're he's she's it's we're they're i've
-you've we've they've i'd you'd he'd she'd we'd they'd i'll you'll he'll she'll we'll they'll
-isn't aren't wasn't weren't hasn't haven't hadn't doesn't don't didn't won't wouldn't shan't
-shouldn't can't cannot couldn't mustn't let's that's who's what's here's there's when's where's
-why's how's how when where why""".split()
+    ["a", "an", "the", "and", "or", "but", "if", "of", "at", "by", "for", "with", "about", "against", "between", "into", "through", "during", "before", "after", "above", "below", "to", "from", "up", "down", "in", "out", "on", "off", "over", "under", "again", "further", "then", "once", "here", "there", "all", "any", "both", "each", "few", "more", "most", "other", "some", "such", "no", "nor", "not", "only", "own", "same", "so", "than", "too", "very", "s", "t", "can", "will", "just", "don", "should", "now", "i", "me", "my", "myself", "we", "our", "ours", "ourselves", "you", "your", "yours", "yourself", "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself", "they", "them", "their", "theirs", "themselves", "what", "which", "who", "whom", "this", "that", "these", "those", "am", "is", "are", "was", "were", "be", "been", "being", "have", "has", "had", "having", "do", "does", "did", "doing", "would", "could", "ought", "i'm", "you're", "he's", "she's", "it's", "we're", "they're", "i've", "you've", "we've", "they've", "i'd", "you'd", "he'd", "she'd", "we'd", "they'd", "i'll", "you'll", "he'll", "she'll", "we'll", "they'll", "isn't", "aren't", "wasn't", "weren't", "hasn't", "haven't", "hadn't", "doesn't", "don't", "didn't", "won't", "wouldn't", "shan't", "shouldn't", "can't", "cannot", "couldn't", "mustn't", "let's", "that's", "who's", "what's", "here's", "there's", "when's", "where's", "why's", "how's", "how", "when", "where", "why"]
 )
 
 WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
@@ -129,7 +119,7 @@ def evaluate_scores(
         if tokens:
             tl = np.array([len(render_turn(t)) / 4.0 for t in c.turns])
             total = tl.sum()
-        for q, r in zip(c.questions, ranks):
+        for q, r in zip(c.questions, ranks, strict=True):
             ranked = [ids[i] for i in r]
             ev = set(q.evidence)
             for k in ks:

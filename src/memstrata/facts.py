@@ -111,6 +111,8 @@ class Facts:
                                detectors=list(verdict.detectors))
         cand = verdict.candidate
         similar = self._similar_vectors(cand)
+        # a fact's vector is its claim's embedding, computed before the write transaction
+        vector = self._rt.index.embed([cand.claim])
         with self._rt.db.transaction(cand.scope.tenant) as tx:
             active = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "active")
             dup = self._find_duplicate(tx, cand, active, similar)
@@ -122,11 +124,12 @@ class Facts:
                                    reason="an equivalent fact exists; kept the older record "
                                           "and confirmed it", detectors=list(verdict.detectors))
             if verdict.action == "pending":
-                fact = self._insert(tx, cand, verdict, now, status="pending_review")
+                fact = self._insert(tx, cand, verdict, now, status="pending_review",
+                                    vector=vector)
                 return WriteResult(status="pending", record=fact, reason=verdict.reason,
                                    detectors=list(verdict.detectors))
             old = fact_from_row(active) if active is not None else None
-            fact = self._commit_active(tx, cand, verdict, now, old)
+            fact = self._commit_active(tx, cand, verdict, now, old, vector)
         if old is not None:
             old = self.get(old.id, tenant=cand.scope.tenant)
             return WriteResult(status="superseding", record=fact, superseded=old,
@@ -137,7 +140,7 @@ class Facts:
                            detectors=list(verdict.detectors))
 
     def _commit_active(self, tx: Tx, cand: Candidate, verdict: Verdict, now: datetime,
-                       old: Fact | None) -> Fact:
+                       old: Fact | None, vector: Any = None) -> Fact:
         new_id_ = new_id()
         if old is not None:
             why = cand.reason or f"superseded by fact:{new_id_}"
@@ -150,11 +153,11 @@ class Facts:
                 # access follows the source: a replacement inherits restricted readers
                 cand = cand.model_copy(update={"readers": old.readers})
         return self._insert(tx, cand, verdict, now, status="active", fact_id=new_id_,
-                            supersedes=old.id if old else None)
+                            supersedes=old.id if old else None, vector=vector)
 
     def _insert(self, tx: Tx, cand: Candidate, verdict: Verdict, now: datetime, *,
                 status: str, fact_id: str | None = None,
-                supersedes: str | None = None) -> Fact:
+                supersedes: str | None = None, vector: Any = None) -> Fact:
         fid = fact_id or new_id()
         values = [
             *scope_values(cand.scope), fid, cand.kind, cand.subject, cand.attribute, cand.claim,
@@ -165,8 +168,8 @@ class Facts:
         ]
         tx.execute(f"INSERT INTO facts ({SCOPE_COLUMNS}, {_COLUMNS}) VALUES "
                    f"({', '.join('?' * len(values))})", values)
-        vec = self._rt.index.embed([cand.claim]) if self._rt.index.vectors else None
-        self._rt.index.add(tx, "facts", cand.scope.tenant, [(fid, self._index_text(cand))], vec)
+        self._rt.index.add(tx, "facts", cand.scope.tenant, [(fid, self._index_text(cand))],
+                           vector)
         row = tx.one(f"SELECT {SCOPE_COLUMNS}, {_COLUMNS} FROM facts WHERE tenant = ? AND id = ?",
                      (cand.scope.tenant, fid))
         assert row is not None

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .checkpoints import Checkpoints
 from .clock import Clock, SystemClock
@@ -44,6 +44,9 @@ from .scoping import SCOPE_COLUMNS, scope_values
 from .scratch import DEFAULT_TTL, Scratch, ScratchStore, SQLScratchStore
 from .store.base import Database, open_database
 
+if TYPE_CHECKING:
+    from .procedures import Procedures
+
 FEEDBACK_SIGNALS = ("useful", "contradicted", "superseded", "ignored")
 #: Contradicted this many times, a fact is retired (and flagged for review).
 RETIRE_AFTER_CONTRADICTIONS = 3
@@ -71,7 +74,7 @@ class Memory:
         self.checkpoints = Checkpoints(self.rt)
         self.ledger = Ledger(self.rt)
         self.scratch_store: ScratchStore = scratch_store or SQLScratchStore(self.rt)
-        self._procedures: Any = None
+        self._procedures: Procedures | None = None
         #: Replaces :func:`memstrata.ranking.rank_candidates` (same signature) in ``recall``
         #: when set; the seam the evaluation harness uses to compare rankers.
         self.ranker: Callable[..., tuple[list[Hit], int]] | None = None
@@ -100,7 +103,7 @@ class Memory:
         return mem
 
     @property
-    def procedures(self) -> Any:
+    def procedures(self) -> Procedures:
         """Versioned procedures with eval-gated activation (:mod:`memstrata.procedures`)."""
         if self._procedures is None:
             from .procedures import Procedures

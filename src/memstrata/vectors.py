@@ -258,8 +258,7 @@ class VectorIndex:
             eps = tx.all("SELECT tenant, id, event, text, outcome, observed_at FROM episodes")
         items: list[tuple[str, str, str, str]] = []
         for f in facts:
-            items.append(("facts", f["tenant"], f["id"],
-                          f"{f['claim']}\n{f['subject']} {f['attribute']} {f['kind']}"))
+            items.append(("facts", f["tenant"], f["id"], f["claim"]))
         for e in eps:
             date = (from_text(e["observed_at"]) or datetime.now()).date().isoformat()
             text = f"[{date}] {e['event'].replace('_', ' ')}: {e['text']}"

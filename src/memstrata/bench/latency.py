@@ -89,3 +89,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 __all__ = ["main", "run"]
+
+
+if __name__ == "__main__":
+    main()

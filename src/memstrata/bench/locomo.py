@@ -503,12 +503,18 @@ def _neighbours(
     return prev, nxt
 
 
+_TOKENIZER = re.compile(r"[a-z0-9_ ]+")
+
+
 class _Fts:
     """An in-memory FTS5 table, one row per turn (rowid = turn index)."""
 
     def __init__(self, rows: Sequence[Sequence[str]], tokenizer: str) -> None:
         if not rows:
             raise ValidationError("cannot index an empty conversation")
+        if not _TOKENIZER.fullmatch(tokenizer):
+            # it is spliced into the DDL, where parameters are not allowed
+            raise ValidationError(f"unusable FTS5 tokenizer spec {tokenizer!r}")
         ncol = len(rows[0])
         cols = ", ".join(f"c{i}" for i in range(ncol))
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
@@ -533,10 +539,10 @@ class _Fts:
         return out
 
 
-def _top(scores: Vectors, ids: Sequence[str], k: int) -> list[str]:
+def _top(scores: Vectors, ids: Sequence[str], k: int, positive_only: bool = False) -> list[str]:
     # stable: ties keep conversation order, so runs are reproducible
     order = np.argsort(-scores, kind="stable")[:k]
-    return [ids[i] for i in order]
+    return [ids[i] for i in order if not positive_only or scores[i] > 0]
 
 
 class BM25Retriever:
@@ -552,8 +558,7 @@ class BM25Retriever:
 
     def search(self, question: str, k: int) -> list[str]:
         """Matching turns by BM25 (non-matching turns are never returned)."""
-        s = self.scores(question)
-        return [d for d in _top(s, self._ids, k) if s[self._ids.index(d)] > 0]
+        return _top(self.scores(question), self._ids, k, positive_only=True)
 
 
 class VectorRetriever:

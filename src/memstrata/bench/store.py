@@ -112,3 +112,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 __all__ = ["main", "percentile", "run"]
+
+
+if __name__ == "__main__":
+    main()

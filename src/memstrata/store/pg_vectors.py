@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from .postgres import PgTx, PostgresDatabase
 
 _EF_SEARCH_MIN = 40
+_UPSERT = ("ON CONFLICT (tenant, record_id) DO UPDATE SET vec = excluded.vec, "
+           "model = excluded.model, dims = excluded.dims")
 _MAX_SCAN_TUPLES = 40_000
 
 
@@ -69,9 +71,9 @@ class PgVectorIndex:
                                        + self.embedder.model_name)
             if not tx.writable:
                 return  # recorded by the first write
-            tx.raw_one("INSERT INTO meta (tenant, key, value) VALUES "
-                       "(%s, 'embedding_model', %s) ON CONFLICT (tenant, key) DO NOTHING "
-                       "RETURNING value", (tenant, self._model))
+            tx.raw_execute("INSERT INTO meta (tenant, key, value) VALUES "
+                           "(%s, 'embedding_model', %s) ON CONFLICT (tenant, key) DO NOTHING",
+                           (tenant, self._model))
             row = tx.raw_one("SELECT value FROM meta WHERE tenant = %s AND "
                              "key = 'embedding_model'", (tenant,))
         if row is not None and row["value"] != self._model:
@@ -92,21 +94,25 @@ class PgVectorIndex:
             raise ConfigError(f"expected {len(ids)} vectors of {self.embedder.dims} dims, "
                               f"got shape {mat.shape}")
         name, dims = self.embedder.model_name, self.embedder.dims
-        rows: list[tuple[Any, ...]]
+        last = {rid: i for i, rid in enumerate(ids)}  # one row per id: the last vector wins
+        keys = list(last)
+        vecs = [mat[last[rid]] for rid in keys]
         if table == "episodes":
-            sql = ("INSERT INTO vectors (tenant, record_id, layer, model, dims, vec, s_user, "
-                   "s_project, s_agent, expires_at, observed_at, readers) SELECT r.tenant, "
-                   "r.id, 'episodes', ?, ?, ?, r.s_user, r.s_project, r.s_agent, r.expires_at, "
-                   "r.observed_at, r.readers FROM episodes r WHERE r.tenant = ? AND r.id = ? ")
-            rows = [(name, dims, mat[i], tenant, rid) for i, rid in enumerate(ids)]
+            # the episode's filter columns come along (see the schema)
+            tx.raw_execute(
+                "INSERT INTO vectors (tenant, record_id, layer, model, dims, vec, s_user, "
+                "s_project, s_agent, expires_at, observed_at, readers) SELECT r.tenant, "
+                "r.id, 'episodes', %s, %s, x.vec, r.s_user, r.s_project, r.s_agent, "
+                "r.expires_at, r.observed_at, r.readers FROM unnest(%s::text[], "
+                "%s::vector[]) AS x(id, vec) JOIN episodes r ON r.tenant = %s AND "
+                "r.id = x.id " + _UPSERT, (name, dims, keys, vecs, tenant))
         elif table == "facts":
-            sql = ("INSERT INTO vectors (tenant, record_id, layer, model, dims, vec) "
-                   "VALUES (?, ?, 'facts', ?, ?, ?) ")
-            rows = [(tenant, rid, name, dims, mat[i]) for i, rid in enumerate(ids)]
+            tx.raw_execute(
+                "INSERT INTO vectors (tenant, record_id, layer, model, dims, vec) SELECT %s, "
+                "x.id, 'facts', %s, %s, x.vec FROM unnest(%s::text[], %s::vector[]) "
+                "AS x(id, vec) " + _UPSERT, (tenant, name, dims, keys, vecs))
         else:
             raise ValueError(table)
-        tx.executemany(sql + "ON CONFLICT (tenant, record_id) DO UPDATE SET "
-                       "vec = excluded.vec, model = excluded.model, dims = excluded.dims", rows)
 
     # -- search -----------------------------------------------------------
     def search(self, tx: PgTx, table: str, scope: Scope, principal: str | None, query: str,

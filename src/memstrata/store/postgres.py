@@ -122,10 +122,31 @@ class PgTx:
         self.writable = writable
         self.maintenance = maintenance
         self.locked = False
+        self._fts: dict[str, dict[tuple[str, str], str]] = {}
 
     def _lock_for(self, sql: str) -> None:
+        self.flush()
         if self.writable and not self.locked and needs_tenant_lock(sql):
             self.lock()
+
+    def defer_fts(self, table: str, tenant: str, record_id: str, text: str) -> None:
+        """Queue a full-text entry; written before the next statement or the commit, in
+        one statement per table (a batch append indexes hundreds of rows at once)."""
+        self._fts.setdefault(table, {})[(tenant, record_id)] = text
+
+    def flush(self) -> None:
+        """Write queued full-text entries now."""
+        if not self._fts:
+            return
+        pending, self._fts = self._fts, {}
+        for table, entries in pending.items():
+            keys = list(entries)
+            self.conn.execute(
+                f"INSERT INTO {table}_fts (tenant, id, tsv) SELECT x.t, x.i, "
+                f"to_tsvector('{TS_CONFIG}', x.b) FROM unnest(%s::text[], %s::text[], "
+                "%s::text[]) AS x(t, i, b) "
+                "ON CONFLICT (tenant, id) DO UPDATE SET tsv = excluded.tsv",
+                ([k[0] for k in keys], [k[1] for k in keys], [entries[k] for k in keys]))
 
     def lock(self) -> None:
         """Take the tenant's transaction lock now (idempotent)."""
@@ -161,10 +182,16 @@ class PgTx:
 
     # The backend's own statements: psycopg placeholders (%s), no tenant lock (each caller
     # is safe without it).
+    def raw_execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self.flush()
+        return self.conn.execute(sql, params or None).rowcount
+
     def raw_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        self.flush()
         return self.conn.execute(sql, params or None).fetchone()
 
     def raw_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        self.flush()
         return self.conn.execute(sql, params or None).fetchall()
 
 
@@ -327,6 +354,7 @@ class PostgresDatabase:
                         outer.tx.maintenance = True
                     outer.tx.writable = outer.tx.writable or write or maintenance
                     yield outer.tx
+                    outer.tx.flush()  # inside the savepoint its rows belong to
             except BaseException:
                 # a rolled-back savepoint also released its locks and settings
                 outer.tx.writable, outer.tx.maintenance, outer.tx.locked = saved
@@ -347,6 +375,7 @@ class PostgresDatabase:
                          pg_sql.Literal("on" if maintenance else "off")))
                 try:
                     yield tx
+                    tx.flush()
                 except BaseException:
                     with suppress(psycopg.Error):  # a broken connection: the pool drops it
                         conn.rollback()
@@ -419,6 +448,9 @@ class PostgresDatabase:
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str) -> None:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
+        if isinstance(tx, PgTx):
+            tx.defer_fts(table, tenant, record_id, text)
+            return
         tx.execute(f"INSERT INTO {table}_fts (tenant, id, tsv) VALUES "
                    f"(?, ?, to_tsvector('{TS_CONFIG}', ?)) "
                    "ON CONFLICT (tenant, id) DO UPDATE SET tsv = excluded.tsv",
