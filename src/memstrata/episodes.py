@@ -54,7 +54,9 @@ from .scoping import (
 from .store.base import Row, Tx
 
 _COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
-            "confidence, expires_at, supersedes, readers, flags")
+            "confidence, expires_at, supersedes, readers, flags, subject")
+#: How many earlier episodes of the same thread (scope + source) are indexed as context.
+CONTEXT_EPISODES = 2
 
 
 class EpisodeInput(_Model):
@@ -73,6 +75,12 @@ class EpisodeInput(_Model):
     supersedes: str | None = None
     readers: list[str] | None = None
     flags: list[str] = Field(default_factory=list)
+    subject: str | None = None
+
+    @field_validator("subject", mode="before")
+    @classmethod
+    def _subject(cls, v: Any) -> str | None:
+        return None if v is None else clean_text(v, field="subject", max_len=MAX_NAME)
 
     @field_validator("text", mode="before")
     @classmethod
@@ -124,7 +132,7 @@ def episode_from_row(row: Row, superseded: bool = False, now: datetime | None = 
         created_at=from_text(row["created_at"]), observed_at=from_text(row["observed_at"]),
         outcome=row["outcome"], confidence=float(row["confidence"]), expires_at=expires,
         supersedes=row["supersedes"], readers=load_json_list(row["readers"]), status=status,
-        flags=load_json_list(row["flags"]) or [],
+        flags=load_json_list(row["flags"]) or [], subject=row["subject"],
     )
 
 
@@ -151,12 +159,13 @@ class Episodes:
                evidence: str | None = None, outcome: str | None = None,
                confidence: float = 1.0, expires_at: datetime | str | None = None,
                supersedes: str | None = None,
-               readers: Sequence[str] | None = None) -> Episode:
-        """Append one episode; returns it as stored."""
+               readers: Sequence[str] | None = None, subject: str | None = None) -> Episode:
+        """Append one episode; returns it as stored. ``subject`` names who or what it is
+        about (a speaker, a system); a query naming the subject ranks its episodes first."""
         item = build(EpisodeInput, scope=make_scope(scope), text=text, event=event, actor=actor,
                      source=source, observed_at=observed_at, evidence=evidence, outcome=outcome,
                      confidence=confidence, expires_at=expires_at, supersedes=supersedes,
-                     readers=readers)
+                     readers=readers, subject=subject)
         return self.append_many([item])[0]
 
     def append_many(self, items: Sequence[EpisodeInput | dict[str, Any]]) -> list[Episode]:
@@ -171,7 +180,12 @@ class Episodes:
         from .safety import screen_episode
 
         inputs = [screen_episode(i) for i in inputs]
-        vectors = self._rt.index.embed([self.index_text(i) for i in inputs])
+        contexts = self._thread_context(tenant, inputs)
+        # the vector covers the previous episode of the thread too: a reply is understood
+        # with what it answers
+        vectors = self._rt.index.embed([
+            (f"{ctx[-1]}\n" if ctx else "") + self.line(i) for i, ctx in zip(inputs, contexts,
+                                                                              strict=True)])
         now = self._rt.clock.now()
         ids = [new_id() for _ in inputs]
         with self._rt.db.transaction(tenant) as tx:
@@ -184,22 +198,52 @@ class Episodes:
                     *scope_values(item.scope), eid, item.event, item.text, item.actor,
                     item.source, item.evidence, now, item.observed_at or now, item.outcome,
                     item.confidence, item.expires_at, item.supersedes,
-                    dump_readers(item.readers), json.dumps(item.flags),
+                    dump_readers(item.readers), json.dumps(item.flags), item.subject,
                 ])
             tx.executemany(f"INSERT INTO episodes ({SCOPE_COLUMNS}, {_COLUMNS}) VALUES "
                            f"({', '.join('?' * len(rows[0]))})", rows)
-            self._rt.index.add(tx, "episodes", tenant,
-                               [(eid, self.index_text(i)) for eid, i in zip(ids, inputs,
-                                                                            strict=True)],
-                               vectors)
+            for eid, item, ctx in zip(ids, inputs, contexts, strict=True):
+                self._rt.db.index_text(tx, "episodes", eid, tenant, self.index_text(item),
+                                       " ".join(ctx))
+            if self._rt.index.vectors is not None and vectors is not None:
+                self._rt.index.vectors.add(tx, "episodes", tenant, ids, vectors)
             out = self._fetch(tx, tenant, ids)
         return out
 
     @staticmethod
-    def index_text(item: EpisodeInput) -> str:
+    def line(item: EpisodeInput | Row) -> str:
+        """How an episode reads in a thread: ``Subject: text`` (or the event type)."""
+        get = item.get if isinstance(item, dict) else lambda k: getattr(item, k)
+        who = get("subject") or str(get("event")).replace("_", " ")
+        outcome = get("outcome")
+        return f"{who}: {get('text')}" + (f" ({outcome})" if outcome else "")
+
+    @classmethod
+    def index_text(cls, item: EpisodeInput) -> str:
         date = (item.observed_at or datetime.now().astimezone()).date().isoformat()
-        return f"[{date}] {item.event.replace('_', ' ')}: {item.text}" + (
-            f" ({item.outcome})" if item.outcome else "")
+        return f"[{date}] {cls.line(item)}"
+
+    def _thread_context(self, tenant: str,
+                        inputs: Sequence[EpisodeInput]) -> list[list[str]]:
+        """For each input, the lines of the previous episodes of its thread (same scope and
+        source, by observed time), oldest first: earlier inputs of the batch, then stored ones.
+        Context is what came before, so an indexed row never changes after it is written."""
+        out: list[list[str]] = []
+        recent: dict[tuple[str, str], list[str]] = {}
+        with self._rt.db.transaction(tenant, write=False) as tx:
+            for item in inputs:
+                key = (item.scope.key, item.source)
+                if key not in recent:
+                    rows = tx.all(
+                        "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? "
+                        "AND scope_key = ? AND source = ? AND observed_at <= ? "
+                        "ORDER BY observed_at DESC, id DESC LIMIT ?",
+                        (tenant, item.scope.key, item.source,
+                         item.observed_at or self._rt.clock.now(), CONTEXT_EPISODES))
+                    recent[key] = [self.line(r) for r in reversed(rows)]
+                out.append(recent[key][-CONTEXT_EPISODES:])
+                recent[key] = [*recent[key], self.line(item)][-CONTEXT_EPISODES:]
+        return out
 
     def _check_supersedes(self, tx: Tx, item: EpisodeInput) -> None:
         assert item.supersedes is not None

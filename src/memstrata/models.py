@@ -235,6 +235,7 @@ class Episode(_Model):
     readers: list[str] | None = None
     status: EpisodeStatus = "current"
     flags: list[str] = Field(default_factory=list)
+    subject: str | None = None
 
     @property
     def ref(self) -> str:

@@ -10,8 +10,9 @@ gate can apply an absolute relevance floor.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .clock import from_text
@@ -50,7 +51,7 @@ def adjust(base: float, *, actor: str | None, specificity: int, age_days: float,
     """Status, authority, specificity and recency applied to a 0..1 relevance."""
     score = base * AUTHORITY.get(actor or "", 0.8)
     score *= 1.0 + 0.05 * specificity
-    score *= 0.85 + 0.15 * math.exp(-max(age_days, 0.0) / 180.0)
+    score *= 0.95 + 0.05 * math.exp(-max(age_days, 0.0) / 180.0)
     if superseded:
         score *= 0.4
     return min(score, 1.0)
@@ -108,40 +109,89 @@ def rank_candidates(mem: Memory, scope: Scope, need: str, rule: DecisionRule,
                     hits.append(_fact_hit(rows[rid], rel, now))
                     seen.add(rid)
         if "episodes" in layers:
-            cutoff = now - rule.max_episode_age if rule.max_episode_age else None
-            lower = max(filter(None, (since, cutoff)), default=None)
-            where, params = mem.episodes.filter_sql(scope, principal, since=lower, until=until)
-            lex = dict(db.text_search(tx, "episodes", need, where, params, limit))
-            vec = {}
-            if vectors is not None and qvec is not None:
-                vec = dict(vectors.search(tx, "episodes", scope, principal_of(scope, principal),
-                                          need, limit, now=now, since=lower, until=until,
-                                          qvec=qvec))
-            from .episodes import _COLUMNS as EP_COLUMNS
-
-            ids = list(set(lex) | set(vec))
-            rows = _rows(tx, "episodes", EP_COLUMNS, scope.tenant, ids)
-            sup = mem.episodes.superseded_ids(tx, scope.tenant, ids)
-            cov = {rid: coverage(q_terms, r["text"] + " " + r["event"]) for rid, r in rows.items()}
-            for rid, rel in fuse(lex, vec, cov).items():
-                row = rows.get(rid)
-                if row is None:
-                    continue
-                observed = from_text(row["observed_at"]) or now
-                hit = mem.episodes.hit(row, 0.0, rid in sup, q_terms)
-                hit.score = adjust(rel, actor=row["actor"],
-                                   specificity=hit.scope.specificity() if hit.scope else 0,
-                                   age_days=(now - observed).total_seconds() / 86400,
-                                   superseded=rid in sup)
-                hits.append(hit)
-    period = window(need, now)
-    if period is not None:
-        # a date-anchored question: records observed inside the named period come first
-        for h in hits:
-            if h.layer == "episodes" and h.date is not None:
-                h.score = min(1.0, h.score * 1.5) if period.contains(h.date) else h.score * 0.6
+            hits += _rank_episodes(mem, tx, scope, need, rule, principal, since, until, now,
+                                   limit, qvec)
     hits.sort(key=lambda h: -h.score)
     return hits, len(hits)
+
+
+#: Weights of the episode score (chosen on the LoCoMo dev split, stable under
+#: leave-one-conversation-out; see benchmarks/research/README.md).
+W_LEXICAL, W_SEMANTIC, W_SUBJECT, W_PERIOD = 0.5, 0.5, 0.3, 0.2
+#: Below this absolute evidence (semantic or word coverage) a candidate is noise.
+MIN_EVIDENCE = 0.25
+_MAX_EPISODE_REL = W_LEXICAL + W_SEMANTIC + W_SUBJECT + W_PERIOD
+_NAME_RE = re.compile(r"[A-Za-z][\w\-]*")
+
+
+def named_subjects(tx: Any, tenant: str, need: str) -> set[str]:
+    """Episode subjects (speakers, systems) the query names as a word."""
+    words = {w for w in _NAME_RE.findall(need.replace("\u2019", "'").replace("'s", ""))
+             if len(w) > 1}
+    candidates = sorted(words | {w.lower() for w in words} | {w.title() for w in words})
+    if not candidates:
+        return set()
+    marks = ", ".join("?" * len(candidates))
+    rows = tx.all(f"SELECT DISTINCT subject FROM episodes WHERE tenant = ? AND subject IN "
+                  f"({marks})", (tenant, *candidates))
+    return {r["subject"] for r in rows}
+
+
+def _rank_episodes(mem: Memory, tx: Any, scope: Scope, need: str, rule: DecisionRule,
+                   principal: str | None, since: datetime | None, until: datetime | None,
+                   now: datetime, limit: int, qvec: Any) -> list[Hit]:
+    """Hybrid episode ranking: BM25 over the episode and its thread context (normalised by
+    the best match) plus cosine, a boost when the query names the episode's subject, and a
+    boost inside a period the query names; an absolute evidence floor keeps noise out."""
+    db, vectors = mem.db, mem.rt.index.vectors
+    cutoff = now - rule.max_episode_age if rule.max_episode_age else None
+    lower = max(filter(None, (since, cutoff)), default=None)
+    where, params = mem.episodes.filter_sql(scope, principal, since=lower, until=until)
+    named = named_subjects(tx, scope.tenant, need)
+    drop = sorted({w.lower() for n in named for w in n.split()})
+    lex = dict(db.text_search(tx, "episodes", need, where, params, limit, drop=drop))
+    vec: dict[str, float] = {}
+    if vectors is not None and qvec is not None:
+        vec = dict(vectors.search(tx, "episodes", scope, principal_of(scope, principal), need,
+                                  limit, now=now, since=lower, until=until, qvec=qvec))
+    from .episodes import _COLUMNS as EP_COLUMNS
+
+    ids = list(set(lex) | set(vec))
+    rows = _rows(tx, "episodes", EP_COLUMNS, scope.tenant, ids)
+    sup = mem.episodes.superseded_ids(tx, scope.tenant, ids)
+    q_terms = [t for t in terms(need) if t not in drop]
+    top = max(lex.values(), default=0.0) or 1.0
+    period = window(need, now)
+    boost_subject = len(named) == 1
+    hits: list[Hit] = []
+    for rid in ids:
+        row = rows.get(rid)
+        if row is None:
+            continue
+        cov = coverage(q_terms, f"{row['text']} {row['event']}") if q_terms else 0.0
+        cos = vec.get(rid)
+        evidence = max(cov, semantic(cos) if cos is not None else 0.0)
+        if evidence < MIN_EVIDENCE:
+            continue
+        lexical = lex.get(rid, 0.0) / top
+        if vectors is not None:
+            rel = W_LEXICAL * lexical + W_SEMANTIC * max(cos or 0.0, 0.0)
+        else:
+            rel = 0.5 * lexical + 0.5 * cov
+        observed = from_text(row["observed_at"]) or now
+        if boost_subject and row["subject"] in named:
+            rel += W_SUBJECT
+        # people report an event on the day or a few days after it happened
+        if period is not None and (period.contains(observed)
+                                   or period.contains(observed - timedelta(days=3))):
+            rel += W_PERIOD
+        hit = mem.episodes.hit(row, 0.0, rid in sup, q_terms)
+        hit.score = adjust(rel / _MAX_EPISODE_REL, actor=row["actor"],
+                           specificity=hit.scope.specificity() if hit.scope else 0,
+                           age_days=(now - observed).total_seconds() / 86400,
+                           superseded=rid in sup)
+        hits.append(hit)
+    return hits
 
 
 def _fact_hit(row: Row, base: float, now: datetime) -> Hit:

@@ -251,20 +251,25 @@ class VectorIndex:
     def reindex(self, progress: Callable[[int, int], None] | None = None,
                 batch: int = 256) -> int:
         """Re-embed every fact and episode with the current embedder."""
-        from .episodes import Episodes  # noqa: F401  (index text lives with each layer)
+        from .episodes import Episodes
 
         with self.db.transaction("default", write=False) as tx:
             facts = tx.all("SELECT tenant, id, claim, subject, attribute, kind FROM facts")
-            eps = tx.all("SELECT tenant, id, event, text, outcome, observed_at FROM episodes")
+            eps = tx.all("SELECT tenant, id, event, text, outcome, subject, observed_at, "
+                         "scope_key, source FROM episodes "
+                         "ORDER BY tenant, scope_key, source, observed_at, id")
         items: list[tuple[str, str, str, str]] = []
         for f in facts:
             items.append(("facts", f["tenant"], f["id"], f["claim"]))
+        prev: tuple[Any, ...] | None = None
+        prev_line = ""
         for e in eps:
-            date = (from_text(e["observed_at"]) or datetime.now()).date().isoformat()
-            text = f"[{date}] {e['event'].replace('_', ' ')}: {e['text']}"
-            if e["outcome"]:
-                text += f" ({e['outcome']})"
+            # the same text an append embeds: the previous line of the thread, then this one
+            thread = (e["tenant"], e["scope_key"], e["source"])
+            line = Episodes.line(e)
+            text = f"{prev_line}\n{line}" if thread == prev and prev_line else line
             items.append(("episodes", e["tenant"], e["id"], text))
+            prev, prev_line = thread, line
         total = len(items)
         with self.db.transaction("default") as tx:
             tx.execute("DELETE FROM vectors")

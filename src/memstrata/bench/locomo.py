@@ -14,7 +14,14 @@ Contract:
   question's evidence turns in the top k, averaged over questions) for categories 1-4 together,
   per category and for category 5 apart; MRR (first evidence hit within ``max(ks)``); the tokens
   the top k turns put into a prompt against the whole conversation; query latency p50/p95.
-- Retrievers search one conversation only and return ``dia_id`` strings, best first.
+- Retrievers search one conversation only and return ``dia_id`` strings, best first. Built in:
+  :class:`BM25Retriever` and :class:`VectorRetriever` (the baselines, over :func:`render_turn`
+  text), :class:`RRFRetriever` (their plain fusion) and :class:`RecipeRetriever`, the
+  reference recipe for the store's recall path (pure Python + numpy + in-memory FTS5).
+- :func:`run` is the one call behind ``memstrata bench locomo --data PATH``: load, evaluate
+  the four retrievers in one run, return JSON-ready figures (:func:`format_table` /
+  :func:`table_rows` render them). Nothing is downloaded; the embedder is resolved with
+  :func:`memstrata.embeddings.get_embedder`.
 """
 
 from __future__ import annotations
@@ -718,11 +725,15 @@ class _DocumentCache:
         return self._inner.embed_query(text)
 
 
-RETRIEVER_NAMES: tuple[str, ...] = ("bm25", "vector", "rrf", "recipe")
+RETRIEVER_NAMES: tuple[str, ...] = ("memstrata", "bm25", "vector", "rrf", "recipe")
 
 
 def _embedding_factory(name: str, embedder: Embedder) -> RetrieverFactory:
     def build(turns: Sequence[Turn]) -> Retriever:
+        if name == "memstrata":
+            from .locomo_store import StoreRetriever
+
+            return StoreRetriever(turns, embedder)
         if name == "vector":
             return VectorRetriever(turns, embedder)
         if name == "rrf":

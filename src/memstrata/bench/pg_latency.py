@@ -13,7 +13,8 @@ writes JSON; asserts nothing.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,8 +27,8 @@ from .synthetic import episodes
 _START_DELAY_S = 5.0  # time for every process to import memstrata and connect
 
 
-def _writer(url: str, tag: str, per_writer: int, start: float,
-            out: mp.Queue[tuple[str, float, float]]) -> None:
+def _writer(url: str, tag: str, per_writer: int, start: float) -> None:
+    """One writer process: open the store, wait for the start, append, print timings."""
     mem = Memory.open(url, embedder=None)
     scope = Scope(user="bench", project="writers")
     items = list(episodes(per_writer, seed=int(tag.lstrip("w"))))
@@ -36,24 +37,26 @@ def _writer(url: str, tag: str, per_writer: int, start: float,
     for e in items:
         mem.episodes.append(scope, text=f"{tag}: {e.text}", event=e.event, actor="tool",
                             source=e.source, observed_at=e.observed_at)
-    out.put((tag, t0, time.time()))
+    print(json.dumps([tag, t0, time.time()]), flush=True)
     mem.close()
 
 
+_WRITER = ("import sys; from memstrata.bench.pg_latency import _writer; "
+           "_writer(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))")
+
+
 def writers(url: str, n_writers: int, per_writer: int = 1000) -> dict[str, Any]:
-    """Append throughput of ``n_writers`` processes, each its own connection(s)."""
-    ctx = mp.get_context("spawn")
-    queue: mp.Queue[tuple[str, float, float]] = ctx.Queue()
+    """Append throughput of ``n_writers`` processes, each with its own connection(s)."""
     start = time.time() + _START_DELAY_S + 0.2 * n_writers
-    procs = [ctx.Process(target=_writer, args=(url, f"w{i:02d}", per_writer, start, queue))
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, url, f"w{i:02d}",
+                               str(per_writer), str(start)], stdout=subprocess.PIPE, text=True)
              for i in range(n_writers)]
+    results = []
     for p in procs:
-        p.start()
-    results = [queue.get(timeout=3600) for _ in procs]
-    for p in procs:
-        p.join()
-        if p.exitcode != 0:
-            raise RuntimeError(f"writer process exited with {p.exitcode}")
+        out, _ = p.communicate(timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError(f"writer process exited with {p.returncode}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
     first = min(r[1] for r in results)
     last = max(r[2] for r in results)
     per = [per_writer / (r[2] - r[1]) for r in results]

@@ -84,5 +84,27 @@ def bench_latency(n: int, url: str | None, embedder: str, out: str, as_json: boo
     _write(res, out, as_json)
 
 
+@bench.command("locomo")
+@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="locomo_dev.json (e.g. ../shared/bench/locomo/locomo_dev.json).")
+@click.option("--retrievers", default="memstrata,bm25,vector,rrf,recipe", show_default=True,
+              help="memstrata = the store and its recall gate; the rest are baselines and the "
+                   "standalone reference recipe.")
+@click.option("--embedder", default="minilm", show_default=True)
+@click.option("--out", default="bench-results/locomo.json", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def bench_locomo(data: str, retrievers: str, embedder: str, out: str, as_json: bool) -> None:
+    """Evidence recall@5/10/20 per category, MRR, prompt tokens, latency on LoCoMo."""
+    from ..bench.locomo import TABLE_HEADERS, run, table_rows
+
+    bar, update = _progress()
+    with bar:
+        res = run(data, embedder=embedder, names=retrievers.split(","), progress=update)
+    if not as_json:
+        table("LoCoMo evidence retrieval (categories 1-4 unless named)", TABLE_HEADERS,
+              table_rows(res))
+    _write(res, out, as_json)
+
+
 def register(group: click.Group) -> None:
     group.add_command(bench)

@@ -212,14 +212,15 @@ def episodes() -> None:
 @click.option("--outcome", default=None)
 @click.option("--supersedes", default=None, help="Episode id this entry corrects.")
 @click.option("--expires-at", default=None)
+@click.option("--subject", default=None, help="Who or what it is about (speaker, system).")
 def episodes_append(as_json: bool, text: str, event: str, actor: str, source: str,
                     observed_at: str | None, outcome: str | None, supersedes: str | None,
-                    expires_at: str | None) -> None:
+                    expires_at: str | None, subject: str | None) -> None:
     """Append one episode (append-only; corrections supersede)."""
     mem = open_memory()
     ep = mem.episodes.append(current_scope(), text=text, event=event, actor=actor,
                              source=source, observed_at=observed_at, outcome=outcome,
-                             supersedes=supersedes, expires_at=expires_at)
+                             supersedes=supersedes, expires_at=expires_at, subject=subject)
     if as_json:
         emit_json(ep)
     else:

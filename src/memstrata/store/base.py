@@ -62,13 +62,16 @@ class Database(Protocol):
         where: str,
         params: Sequence[Any],
         limit: int,
+        drop: Sequence[str] = (),
     ) -> list[tuple[str, float]]:
         """(id, score) for rows of ``table`` matching ``query`` and ``where`` (alias ``r``);
         higher score is better."""
         ...
 
-    def index_text(self, tx: Tx, table: str, record_id: str, tenant: str, text: str) -> None:
-        """Add or replace the lexical index entry of one row."""
+    def index_text(self, tx: Tx, table: str, record_id: str, tenant: str, text: str,
+                   context: str = "") -> None:
+        """Add or replace the lexical index entry of one row; ``context`` (neighbouring
+        records of the same thread) is indexed in a second, lower-weighted column."""
         ...
 
     def compact(self) -> None:

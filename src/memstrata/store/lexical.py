@@ -10,6 +10,7 @@ query's meaning.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 STOPWORDS = frozenset({
     "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any",
@@ -43,15 +44,18 @@ def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
     return list(seen)
 
 
-def fts5_query(text: str) -> str:
-    """An FTS5 MATCH expression: quoted content words joined by OR ('' if none)."""
-    words = terms(text)
+def fts5_query(text: str, drop: Sequence[str] = ()) -> str:
+    """An FTS5 MATCH expression: quoted content words joined by OR ('' if none); words in
+    ``drop`` (lowercase, e.g. names the caller boosts separately) are left out."""
+    dropped = set(drop)
+    words = [w for w in terms(text) if w not in dropped]
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:64])
 
 
-def tsquery(text: str) -> str:
+def tsquery(text: str, drop: Sequence[str] = ()) -> str:
     """A PostgreSQL ``to_tsquery`` expression: content words joined by ``|``."""
-    words = [re.sub(r"[^\w]", "", w) for w in terms(text)]
+    dropped = set(drop)
+    words = [re.sub(r"[^\w]", "", w) for w in terms(text) if w not in dropped]
     return " | ".join(w for w in words[:64] if w)
 
 

@@ -106,13 +106,17 @@ def m001_initial(conn: psycopg.Connection[object], app_role: str | None) -> None
             created_at timestamptz NOT NULL, observed_at timestamptz NOT NULL,
             outcome text, confidence double precision NOT NULL, expires_at timestamptz,
             supersedes text, readers text, flags text NOT NULL DEFAULT '[]',
+            subject text,
             PRIMARY KEY (tenant, id)
         );
+        CREATE INDEX episodes_subject ON episodes (tenant, subject);
+        CREATE INDEX episodes_thread ON episodes (tenant, scope_key, source, observed_at);
         CREATE INDEX episodes_scope ON episodes (tenant, s_user, s_project, observed_at);
         CREATE INDEX episodes_supersedes ON episodes (tenant, supersedes)
             WHERE supersedes IS NOT NULL;
         CREATE INDEX episodes_expiry ON episodes (expires_at) WHERE expires_at IS NOT NULL;
 
+        -- tsv: the record's own text at weight A, its thread context at weight B.
         CREATE TABLE facts_fts (
             tenant text NOT NULL, id text NOT NULL, tsv tsvector NOT NULL,
             PRIMARY KEY (tenant, id),

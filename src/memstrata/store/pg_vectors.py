@@ -21,12 +21,11 @@ Contract (the API of :class:`memstrata.vectors.VectorIndex`):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..clock import from_text
 from ..errors import ConfigError
 from ..models import Scope
 from .pg_schema import INDEXED_DIMS
@@ -208,19 +207,25 @@ class PgVectorIndex:
     def reindex(self, progress: Callable[[int, int], None] | None = None,
                 batch: int = 256) -> int:
         """Re-embed every fact and episode of every tenant with the current embedder."""
+        from ..episodes import Episodes
+
         work: list[tuple[str, str, str, str]] = []
         for tenant in self.db.tenants():
+            # the texts an append embeds (mirrors memstrata.vectors.VectorIndex.reindex):
+            # a fact's claim; an episode's line after the previous line of its thread
             with self.db.transaction(tenant, write=False) as tx:
-                for f in tx.raw_all("SELECT id, claim, subject, attribute, kind FROM facts"):
-                    work.append(("facts", tenant, f["id"],
-                                 f"{f['claim']}\n{f['subject']} {f['attribute']} {f['kind']}"))
-                for e in tx.raw_all("SELECT id, event, text, outcome, observed_at "
-                                    "FROM episodes"):
-                    date = (from_text(e["observed_at"]) or datetime.now(UTC)).date()
-                    text = f"[{date.isoformat()}] {e['event'].replace('_', ' ')}: {e['text']}"
-                    if e["outcome"]:
-                        text += f" ({e['outcome']})"
+                for f in tx.raw_all("SELECT id, claim FROM facts"):
+                    work.append(("facts", tenant, f["id"], f["claim"]))
+                prev: tuple[Any, ...] | None = None
+                prev_line = ""
+                for e in tx.raw_all("SELECT id, event, text, outcome, subject, scope_key, "
+                                    "source FROM episodes "
+                                    "ORDER BY scope_key, source, observed_at, id"):
+                    thread = (e["scope_key"], e["source"])
+                    line = Episodes.line(e)
+                    text = f"{prev_line}\n{line}" if thread == prev and prev_line else line
                     work.append(("episodes", tenant, e["id"], text))
+                    prev, prev_line = thread, line
             with self.db.transaction(tenant) as tx:
                 tx.execute("DELETE FROM vectors WHERE tenant = ?", (tenant,))
                 tx.execute("DELETE FROM meta WHERE tenant = ? AND key = 'embedding_model'",

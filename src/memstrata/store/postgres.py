@@ -30,8 +30,10 @@ Contract:
   jittered backoff) for callers that want it; the layers do not need it under the
   locking above.
 - ``text_search`` ranks ``*_fts`` tsvector rows (GIN) matching any content word of the
-  query (``plainto_tsquery`` per word, OR-ed) by ``ts_rank`` with length normalisation,
-  inside the caller's filter.
+  query (``plainto_tsquery`` per word, OR-ed) by ``ts_rank`` with length normalisation
+  (a record's own words weigh twice its thread context's), inside the caller's filter.
+  ``ts_rank`` has no IDF: rare and common words of the query count alike, where SQLite's
+  BM25 favours the rare one.
 - ``compact`` runs VACUUM on the tables a forget touched when the role may (owner, or
   ``MAINTAIN`` on PostgreSQL 17+), so dead tuples with forgotten text are pruned; rows
   are invisible to SQL from the moment the forget commits either way.
@@ -79,11 +81,17 @@ Conn = psycopg.Connection[Row]
 
 #: Full-text configuration: English stemming, like SQLite's porter tokenizer.
 TS_CONFIG = "english"
+#: The record's text at weight A, its context (neighbouring records) at weight B ...
+_TSV = (f"setweight(to_tsvector('{TS_CONFIG}', x.b), 'A') || "
+        f"setweight(to_tsvector('{TS_CONFIG}', x.c), 'B')")
+#: ... and B counts half as much as A in the rank (SQLite: bm25 column weights 1.0, 0.5).
+_RANK_WEIGHTS = "'{0.1, 0.2, 0.5, 1.0}'"
 _MIGRATION_LOCK = 0x6D656D73  # "mems": one migrator at a time
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _TABLES_RE = re.compile(r"\b(?:FROM|JOIN)\s+([A-Za-z_][A-Za-z0-9_]*)", re.I)
 #: A write transaction may read these without the tenant lock: their rows never change.
 _IMMUTABLE_READS = frozenset({"episodes", "episodes_fts"})
+_PASSWORD_PARAM = re.compile(r"((?:^|&)password=)[^&]*", re.I)
 
 
 @lru_cache(maxsize=2048)
@@ -107,10 +115,9 @@ def needs_tenant_lock(sql: str) -> bool:
 def mask_url(url: str) -> str:
     """The URL with its password replaced, for messages and ``Memory.__repr__``."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
+    return urlunsplit(parts._replace(query=_PASSWORD_PARAM.sub(r"\1***", parts.query)))
 
 
 class PgTx:
@@ -122,17 +129,22 @@ class PgTx:
         self.writable = writable
         self.maintenance = maintenance
         self.locked = False
-        self._fts: dict[str, dict[tuple[str, str], str]] = {}
+        self._fts: dict[str, dict[tuple[str, str], tuple[str, str]]] = {}
 
     def _lock_for(self, sql: str) -> None:
         self.flush()
         if self.writable and not self.locked and needs_tenant_lock(sql):
             self.lock()
 
-    def defer_fts(self, table: str, tenant: str, record_id: str, text: str) -> None:
+    def defer_fts(self, table: str, tenant: str, record_id: str, text: str,
+                  context: str = "") -> None:
         """Queue a full-text entry; written before the next statement or the commit, in
         one statement per table (a batch append indexes hundreds of rows at once)."""
-        self._fts.setdefault(table, {})[(tenant, record_id)] = text
+        self._fts.setdefault(table, {})[(tenant, record_id)] = (text, context)
+
+    def discard_pending(self) -> None:
+        """Forget queued full-text entries (their rows were rolled back)."""
+        self._fts.clear()
 
     def flush(self) -> None:
         """Write queued full-text entries now."""
@@ -142,11 +154,11 @@ class PgTx:
         for table, entries in pending.items():
             keys = list(entries)
             self.conn.execute(
-                f"INSERT INTO {table}_fts (tenant, id, tsv) SELECT x.t, x.i, "
-                f"to_tsvector('{TS_CONFIG}', x.b) FROM unnest(%s::text[], %s::text[], "
-                "%s::text[]) AS x(t, i, b) "
-                "ON CONFLICT (tenant, id) DO UPDATE SET tsv = excluded.tsv",
-                ([k[0] for k in keys], [k[1] for k in keys], [entries[k] for k in keys]))
+                f"INSERT INTO {table}_fts (tenant, id, tsv) SELECT x.t, x.i, {_TSV} "
+                "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) "
+                "AS x(t, i, b, c) ON CONFLICT (tenant, id) DO UPDATE SET tsv = excluded.tsv",
+                ([k[0] for k in keys], [k[1] for k in keys], [entries[k][0] for k in keys],
+                 [entries[k][1] for k in keys]))
 
     def lock(self) -> None:
         """Take the tenant's transaction lock now (idempotent)."""
@@ -346,6 +358,7 @@ class PostgresDatabase:
                 raise BackendError(f"a transaction for tenant {outer.tx.tenant!r} is open; "
                                    f"cannot nest one for {tenant!r}")
             saved = (outer.tx.writable, outer.tx.maintenance, outer.tx.locked)
+            outer.tx.flush()  # queued entries belong to the outer transaction
             try:
                 with _translated(), outer.tx.conn.transaction():
                     if maintenance and not outer.tx.maintenance:
@@ -356,8 +369,9 @@ class PostgresDatabase:
                     yield outer.tx
                     outer.tx.flush()  # inside the savepoint its rows belong to
             except BaseException:
-                # a rolled-back savepoint also released its locks and settings
+                # a rolled-back savepoint also released its locks, settings and rows
                 outer.tx.writable, outer.tx.maintenance, outer.tx.locked = saved
+                outer.tx.discard_pending()
                 raise
             return
         if write or maintenance:
@@ -430,31 +444,33 @@ class PostgresDatabase:
         return f"({column} IS NULL OR jsonb_exists({column}::jsonb, ?))"
 
     def text_search(self, tx: Any, table: str, query: str, where: str,
-                    params: Sequence[Any], limit: int) -> list[tuple[str, float]]:
+                    params: Sequence[Any], limit: int,
+                    drop: Sequence[str] = ()) -> list[tuple[str, float]]:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
-        words = terms(query)[:64]
+        dropped = set(drop)
+        words = [w for w in terms(query) if w not in dropped][:64]
         if not words:
             return []
+        # one plainto_tsquery per word, OR-ed: a compound like "billing-api" stays a phrase
+        # of its parts, and any character in user text is only ever a parameter
         tsq = " || ".join([f"plainto_tsquery('{TS_CONFIG}', ?)"] * len(words))
         rows = tx.all(
-            f"SELECT r.id AS id, ts_rank(f.tsv, {tsq}, 1) AS s FROM {table}_fts f "
+            f"SELECT r.id AS id, ts_rank({_RANK_WEIGHTS}, f.tsv, {tsq}, 1) AS s "
+            f"FROM {table}_fts f "
             f"JOIN {table} r ON r.tenant = f.tenant AND r.id = f.id "
             f"WHERE f.tsv @@ ({tsq}) AND {where} ORDER BY s DESC, r.id LIMIT ?",
             (*words, *words, *params, limit),
         )
         return [(r["id"], float(r["s"])) for r in rows]
 
-    def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str) -> None:
+    def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
+                   context: str = "") -> None:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
-        if isinstance(tx, PgTx):
-            tx.defer_fts(table, tenant, record_id, text)
-            return
-        tx.execute(f"INSERT INTO {table}_fts (tenant, id, tsv) VALUES "
-                   f"(?, ?, to_tsvector('{TS_CONFIG}', ?)) "
-                   "ON CONFLICT (tenant, id) DO UPDATE SET tsv = excluded.tsv",
-                   (tenant, record_id, text))
+        if not isinstance(tx, PgTx):
+            raise BackendError("index_text needs a transaction of this database")
+        tx.defer_fts(table, tenant, record_id, text, context)
 
     def vector_index(self, embedder: Embedder) -> PgVectorIndex:
         """The pgvector-backed index with the API of :class:`memstrata.vectors.VectorIndex`."""

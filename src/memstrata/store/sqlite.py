@@ -88,8 +88,11 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             created_at TEXT NOT NULL, observed_at TEXT NOT NULL,
             outcome TEXT, confidence REAL NOT NULL, expires_at TEXT,
             supersedes TEXT, readers TEXT, flags TEXT NOT NULL DEFAULT '[]',
+            subject TEXT,
             PRIMARY KEY (tenant, id)
         );
+        CREATE INDEX episodes_subject ON episodes (tenant, subject);
+        CREATE INDEX episodes_thread ON episodes (tenant, scope_key, source, observed_at);
         CREATE INDEX episodes_scope ON episodes (tenant, s_user, s_project, observed_at);
         CREATE INDEX episodes_supersedes ON episodes (tenant, supersedes);
         CREATE TRIGGER episodes_append_only BEFORE UPDATE ON episodes
@@ -100,8 +103,10 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             WHEN NOT EXISTS (SELECT 1 FROM write_guard)
             BEGIN SELECT RAISE(ABORT, 'episodes are append-only'); END;
 
-        CREATE VIRTUAL TABLE facts_fts USING fts5 (body, tokenize = 'porter unicode61');
-        CREATE VIRTUAL TABLE episodes_fts USING fts5 (body, tokenize = 'porter unicode61');
+        CREATE VIRTUAL TABLE facts_fts USING fts5 (body, context,
+                                                   tokenize = 'porter unicode61');
+        CREATE VIRTUAL TABLE episodes_fts USING fts5 (body, context,
+                                                      tokenize = 'porter unicode61');
 
         CREATE TABLE vectors (
             tenant TEXT NOT NULL, record_id TEXT NOT NULL, layer TEXT NOT NULL,
@@ -341,27 +346,31 @@ class SQLiteDatabase:
         return f"({column} IS NULL OR EXISTS (SELECT 1 FROM json_each({column}) WHERE value = ?))"
 
     def text_search(self, tx: Any, table: str, query: str, where: str,
-                    params: Sequence[Any], limit: int) -> list[tuple[str, float]]:
+                    params: Sequence[Any], limit: int,
+                    drop: Sequence[str] = ()) -> list[tuple[str, float]]:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
-        match = fts5_query(query)
+        match = fts5_query(query, drop=drop)
         if not match:
             return []
+        # the context column (neighbouring records) counts half as much as the body
         rows = tx.all(
-            f"SELECT r.id AS id, bm25({table}_fts) AS s FROM {table}_fts "
+            f"SELECT r.id AS id, bm25({table}_fts, 1.0, 0.5) AS s FROM {table}_fts "
             f"JOIN {table} r ON r.rowid = {table}_fts.rowid "
             f"WHERE {table}_fts MATCH ? AND {where} ORDER BY s LIMIT ?",
             (match, *params, limit),
         )
         return [(r["id"], -float(r["s"])) for r in rows]
 
-    def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str) -> None:
+    def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
+                   context: str = "") -> None:
         row = tx.one(f"SELECT rowid AS rid FROM {table} WHERE tenant = ? AND id = ?",
                      (tenant, record_id))
         if row is None:
             raise BackendError(f"cannot index missing {table} row {record_id}")
         tx.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (row["rid"],))
-        tx.execute(f"INSERT INTO {table}_fts (rowid, body) VALUES (?, ?)", (row["rid"], text))
+        tx.execute(f"INSERT INTO {table}_fts (rowid, body, context) VALUES (?, ?, ?)",
+                   (row["rid"], text, context))
 
     # -- maintenance ----------------------------------------------------
     def compact(self) -> None:

@@ -1,0 +1,61 @@
+"""memstrata itself as a LoCoMo retriever: the store and the recall gate, nothing else.
+
+Each conversation gets a fresh embedded store. Every turn is appended as an
+episode — ``text`` (with the shared image's caption), ``subject`` = the
+speaker, ``observed_at`` = the session date, ``source`` = the session (so a
+session is one thread and each turn is indexed with the turns before it) —
+and each question goes through ``mem.recall(..., layers=["episodes"])``.
+Only the turns, their speakers and session dates are used: never the QA
+annotations, observations or summaries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from ..clock import ManualClock
+from ..memory import Memory
+from ..models import Scope
+
+
+class StoreRetriever:
+    """Searches one conversation through a real memstrata store."""
+
+    def __init__(self, turns: Sequence[Any], embedder: Any) -> None:
+        self._dir = Path(tempfile.mkdtemp(prefix="memstrata-locomo-"))
+        last = max(t.date for t in turns)
+        self.mem = Memory.open(f"sqlite:///{self._dir / 'conv.db'}", embedder=embedder,
+                               clock=ManualClock(last + timedelta(days=1)))
+        self.scope = Scope(user="locomo")
+        items = []
+        for t in turns:
+            shared = f" [shares {t.caption}]" if t.caption else ""
+            items.append({"scope": self.scope, "text": f"{t.text}{shared}", "event": "dialogue",
+                          "subject": t.speaker, "actor": "user",
+                          "source": f"session_{t.session}", "observed_at": t.date})
+        stored = self.mem.episodes.append_many(items)
+        self._dia = {e.ref: t.dia_id for e, t in zip(stored, turns, strict=True)}
+
+    def search(self, question: str, k: int) -> list[str]:
+        res = self.mem.recall(self.scope, question, k=k, layers=["episodes"],
+                              budget_tokens=100_000)
+        return [self._dia[h.ref] for h in res.items if h.ref in self._dia]
+
+    def close(self) -> None:
+        self.mem.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+__all__ = ["StoreRetriever"]
