@@ -519,3 +519,22 @@ def test_conflicts_from_the_schema_are_conflicts(pg: AppDatabase) -> None:
                 db.transaction("default") as tx:
             tx.execute("SELECT no_such_column FROM operations")
         assert mem.ledger.get(ALICE, "k") is not None
+
+
+def test_nested_transactions_are_savepoints(pg: AppDatabase) -> None:
+    with Memory.open(pg.app_url, embedder=None) as mem:
+        db = mem.db
+        assert isinstance(db, PostgresDatabase)
+        insert = ("INSERT INTO runs (tenant, scope_key, run_id, started_at) "
+                  "VALUES ('default', 'k', ?, now())")
+        with db.transaction("default") as tx:
+            tx.execute(insert, ("outer",))
+            with pytest.raises(Conflict), db.transaction("default") as inner:
+                inner.execute(insert, ("inner",))
+                # a full-text entry for a row that does not exist fails when it is written
+                db.index_text(inner, "episodes", "01ZZZZZZZZZZZZZZZZZZZZZZZZ", "default", "x")
+                inner.one("SELECT 1 AS x")
+            tx.execute(insert, ("after",))
+        with db.transaction("default", write=False) as tx:
+            runs = [r["run_id"] for r in tx.all("SELECT run_id FROM runs ORDER BY run_id")]
+        assert runs == ["after", "outer"]

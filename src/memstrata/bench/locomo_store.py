@@ -52,10 +52,9 @@ class StoreRetriever:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __del__(self) -> None:
-        try:
+        # best-effort temp cleanup when the harness drops the retriever
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 __all__ = ["StoreRetriever"]
