@@ -125,3 +125,26 @@ def test_date_anchored_question_prefers_the_named_period(vmem: Memory,
     assert res.items and res.items[0].excerpt.endswith("venue")
     res = vmem.recall(ALICE, "offsite planning call in July 2026", k=2)
     assert res.items and res.items[0].excerpt.endswith("agenda")
+
+
+def test_a_reply_is_found_through_its_thread_context(vmem: Memory) -> None:
+    vmem.episodes.append(ALICE, text="Which static site generator should the handbook use?",
+                         subject="Bob", source="chat:thread-9", actor="user",
+                         observed_at="2026-06-01T10:00:00Z")
+    answer = vmem.episodes.append(ALICE, text="Let's go with Hugo, it builds in seconds.",
+                                  subject="Alice", source="chat:thread-9", actor="user",
+                                  observed_at="2026-06-01T10:01:00Z")
+    vmem.episodes.append(ALICE, text="Lunch order: two pizzas for the team", subject="Carol",
+                         source="chat:thread-10", actor="user",
+                         observed_at="2026-06-01T12:00:00Z")
+    res = vmem.recall(ALICE, "which site generator was chosen for the handbook", k=2)
+    assert answer.ref in res.refs
+
+
+def test_a_named_subject_ranks_their_episodes_first(vmem: Memory) -> None:
+    for who in ("Caroline", "Melanie"):
+        vmem.episodes.append(ALICE, text="I went to a pottery workshop last weekend",
+                             subject=who, source=f"chat:{who}", actor="user")
+    res = vmem.recall(ALICE, "When did Melanie go to the pottery workshop?", k=2)
+    first = vmem.get(res.items[0].ref)
+    assert getattr(first, "subject", None) == "Melanie"
