@@ -148,3 +148,33 @@ def test_a_named_subject_ranks_their_episodes_first(vmem: Memory) -> None:
     res = vmem.recall(ALICE, "When did Melanie go to the pottery workshop?", k=2)
     first = vmem.get(res.items[0].ref)
     assert getattr(first, "subject", None) == "Melanie"
+
+
+def test_two_stage_search_agrees_with_exact_search(tmp_path: Path, clock: ManualClock,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstrata import vectors as vmod
+    from memstrata.bench.synthetic import QUERIES, episodes
+
+    mem = Memory.open(f"sqlite:///{tmp_path / 'p.db'}", clock=clock,
+                      embedder=HashingEmbedder(dims=256))
+    mem.episodes.append_many([{"scope": ALICE, "text": e.text, "event": e.event,
+                               "actor": "tool", "source": e.source,
+                               "observed_at": e.observed_at} for e in episodes(3000, seed=5)])
+    index = mem.rt.index.vectors
+    assert index is not None
+
+    def top(query: str) -> list[str]:
+        with mem.db.transaction("default", write=False) as tx:
+            return [i for i, _ in index.search(tx, "episodes", ALICE, "alice", query, 10,
+                                               now=clock.now())]
+
+    exact = {q: top(q) for q in QUERIES}
+    monkeypatch.setattr(vmod, "PROJECT_ABOVE", 1000)
+    monkeypatch.setattr(vmod, "RERANK", 200)
+    index.invalidate()
+    approx = {q: top(q) for q in QUERIES}
+    block = next(iter(index._blocks.values()))
+    assert block.proj is not None  # the two-stage path really ran
+    overlap = sum(len(set(exact[q]) & set(approx[q])) for q in QUERIES) / (10 * len(QUERIES))
+    assert overlap >= 0.9
+    mem.close()

@@ -110,7 +110,7 @@ def rank_candidates(mem: Memory, scope: Scope, need: str, rule: DecisionRule,
                     seen.add(rid)
         if "episodes" in layers:
             hits += _rank_episodes(mem, tx, scope, need, rule, principal, since, until, now,
-                                   limit, qvec)
+                                   limit, qvec, keep=max(3 * k, 20))
     hits.sort(key=lambda h: -h.score)
     return hits, len(hits)
 
@@ -139,7 +139,7 @@ def named_subjects(tx: Any, tenant: str, need: str) -> set[str]:
 
 def _rank_episodes(mem: Memory, tx: Any, scope: Scope, need: str, rule: DecisionRule,
                    principal: str | None, since: datetime | None, until: datetime | None,
-                   now: datetime, limit: int, qvec: Any) -> list[Hit]:
+                   now: datetime, limit: int, qvec: Any, keep: int) -> list[Hit]:
     """Hybrid episode ranking: BM25 over the episode and its thread context (normalised by
     the best match) plus cosine, a boost when the query names the episode's subject, and a
     boost inside a period the query names; an absolute evidence floor keeps noise out."""
@@ -163,15 +163,17 @@ def _rank_episodes(mem: Memory, tx: Any, scope: Scope, need: str, rule: Decision
     top = max(lex.values(), default=0.0) or 1.0
     period = window(need, now)
     boost_subject = len(named) == 1
-    hits: list[Hit] = []
+    scored: list[tuple[float, str, datetime]] = []
     for rid in ids:
         row = rows.get(rid)
         if row is None:
             continue
-        cov = coverage(q_terms, f"{row['text']} {row['event']}") if q_terms else 0.0
         cos = vec.get(rid)
-        evidence = max(cov, semantic(cos) if cos is not None else 0.0)
-        if evidence < MIN_EVIDENCE:
+        sem = semantic(cos) if cos is not None else 0.0
+        cov = 0.0
+        if q_terms and (sem < MIN_EVIDENCE or vectors is None):
+            cov = coverage(q_terms, f"{row['text']} {row['event']}")
+        if max(cov, sem) < MIN_EVIDENCE:
             continue
         lexical = lex.get(rid, 0.0) / top
         if vectors is not None:
@@ -185,11 +187,17 @@ def _rank_episodes(mem: Memory, tx: Any, scope: Scope, need: str, rule: Decision
         if period is not None and (period.contains(observed)
                                    or period.contains(observed - timedelta(days=3))):
             rel += W_PERIOD
-        hit = mem.episodes.hit(row, 0.0, rid in sup, q_terms)
-        hit.score = adjust(rel / _MAX_EPISODE_REL, actor=row["actor"],
-                           specificity=hit.scope.specificity() if hit.scope else 0,
-                           age_days=(now - observed).total_seconds() / 86400,
-                           superseded=rid in sup)
+        specificity = sum(row[c] is not None for c in ("s_user", "s_project", "s_agent"))
+        score = adjust(rel / _MAX_EPISODE_REL, actor=row["actor"], specificity=specificity,
+                       age_days=(now - observed).total_seconds() / 86400,
+                       superseded=rid in sup)
+        scored.append((score, rid, observed))
+    # build result objects (excerpt, token count) only for what can make the cut
+    scored.sort(key=lambda x: -x[0])
+    hits: list[Hit] = []
+    for score, rid, _ in scored[:keep]:
+        hit = mem.episodes.hit(rows[rid], 0.0, rid in sup, q_terms)
+        hit.score = score
         hits.append(hit)
     return hits
 

@@ -38,6 +38,13 @@ if TYPE_CHECKING:
     from .embeddings import Embedder
 
 _NONE = 0  # code of "field not set" in the scope-code arrays
+#: Above this many vectors in one block, search runs in two stages: a scan of a
+#: low-dimensional projection (the top principal directions of the vectors), then an exact
+#: re-rank of the best candidates with the full vectors. At 1M x 384 float32 an exact scan
+#: reads 1.5 GB per query; the projection reads a third of that.
+PROJECT_ABOVE = 150_000
+PROJECT_DIMS = 128
+RERANK = 400
 
 
 @dataclass
@@ -57,6 +64,32 @@ class _Block:
     codes: dict[str, int] = field(default_factory=dict)
     max_rowid: int = 0
     generation: str = ""
+    proj: np.ndarray | None = None
+    low: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    low_n: int = 0
+
+    def refresh_projection(self) -> None:
+        """Keep the low-dimensional copy in step with the matrix (built once past the
+        threshold from a sample; new rows are projected as they arrive)."""
+        if self.n < PROJECT_ABOVE or self.dims <= PROJECT_DIMS:
+            return
+        if self.proj is None:
+            sample = self.mat[: self.n : max(1, self.n // 20_000)]
+            # uncentred SVD: the directions that carry most of the inner products
+            _, _, vt = np.linalg.svd(sample, full_matrices=False)
+            self.proj = np.ascontiguousarray(vt[:PROJECT_DIMS].T, dtype=np.float32)
+            self.low = np.zeros((self.mat.shape[0], PROJECT_DIMS), np.float32)
+            done = 0
+        else:
+            done = self.low_n
+            if self.low.shape[0] < self.mat.shape[0]:
+                low = np.zeros((self.mat.shape[0], PROJECT_DIMS), np.float32)
+                low[:done] = self.low[:done]
+                self.low = low
+        for start in range(done, self.n, 65_536):
+            end = min(self.n, start + 65_536)
+            self.low[start:end] = self.mat[start:end] @ self.proj
+        self.low_n = self.n
 
     def code(self, value: str | None) -> int:
         if value is None:
@@ -170,6 +203,7 @@ class VectorIndex:
                         block.restricted[j] = load_json_list(r["readers"]) or []
                 block.n += len(rows)
                 block.max_rowid = int(rows[-1]["rid"])
+            block.refresh_projection()
             return block
 
     def search(self, tx: Tx, table: str, scope: Scope, principal: str | None, query: str,
@@ -202,12 +236,22 @@ class VectorIndex:
         idx = np.flatnonzero(mask)
         if idx.size == 0:
             return []
-        # all rows pass (one big scope): skip the gather copy of the whole matrix
-        scores = block.mat[:n] @ qvec if idx.size == n else block.mat[idx] @ qvec
+        if block.proj is not None and idx.size > RERANK * 4:
+            # two stages: scan the projection, re-rank the best candidates exactly
+            low_q = qvec @ block.proj
+            coarse = block.low[:n] @ low_q if idx.size == n else block.low[idx] @ low_q
+            keep = np.argpartition(-coarse, RERANK - 1)[:RERANK]
+            idx = keep if idx.size == n else idx[keep]
+            scores = block.mat[idx] @ qvec
+            n_all = -1  # idx now indexes rows directly
+        else:
+            # all rows pass (one big scope): skip the gather copy of the whole matrix
+            scores = block.mat[:n] @ qvec if idx.size == n else block.mat[idx] @ qvec
+            n_all = n
         take = min(k, scores.size)
         top = np.argpartition(-scores, take - 1)[:take]
         top = top[np.argsort(-scores[top])]
-        rows = idx[top] if idx.size != n else top
+        rows = top if idx.size == n_all else idx[top]
         return [(block.ids[int(j)], float(scores[int(t)])) for j, t in zip(rows, top, strict=True)]
 
     def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,

@@ -67,15 +67,19 @@ def bench_store(sizes: str, single: int, out: str, as_json: bool) -> None:
 @click.option("--n", "n", type=int, default=100_000, show_default=True)
 @click.option("--url", default=None, help="Store to fill (default: a fresh SQLite file).")
 @click.option("--embedder", default="minilm", show_default=True)
+@click.option("--distinct", type=int, default=None,
+              help="Distinct texts (default n); past them texts repeat with new dates, so a "
+                   "1M store needs only this many embeddings.")
 @click.option("--out", default="bench-results/latency.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
-def bench_latency(n: int, url: str | None, embedder: str, out: str, as_json: bool) -> None:
+def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None, out: str,
+                  as_json: bool) -> None:
     """Write throughput with embeddings, recall p50/p95, peak RSS, DB size."""
     from ..bench.latency import run
 
     bar, update = _progress()
     with bar:
-        res = run(n, url=url, embedder=embedder, progress=update)
+        res = run(n, url=url, embedder=embedder, distinct=distinct, progress=update)
     if not as_json:
         table(f"recall latency at {res['episodes']:,} episodes ({res['backend']})",
               ["write/s", "recall p50 ms", "recall p95 ms", "peak RSS MB", "db MB"],

@@ -141,6 +141,8 @@ def m001_initial(conn: psycopg.Connection[object], app_role: str | None) -> None
             CHECK (layer IN ('facts', 'episodes'))
         );
         CREATE INDEX vectors_scope ON vectors (tenant, layer, s_user, s_project);
+        -- the exact fallback of a date-bounded search reads the period, not the scope
+        CREATE INDEX vectors_observed ON vectors (tenant, layer, observed_at);
 
         CREATE TABLE checkpoints ({_SCOPE_COLS},
             task text NOT NULL, version integer NOT NULL,
