@@ -538,3 +538,42 @@ def test_nested_transactions_are_savepoints(pg: AppDatabase) -> None:
         with db.transaction("default", write=False) as tx:
             runs = [r["run_id"] for r in tx.all("SELECT run_id FROM runs ORDER BY run_id")]
         assert runs == ["after", "outer"]
+
+
+def test_vector_search_honours_dates(pg: AppDatabase, clock: ManualClock) -> None:
+    from datetime import UTC, datetime
+
+    with Memory.open(pg.app_url, embedder=HashingEmbedder(256), clock=clock) as mem:
+        for day in range(1, 11):
+            mem.episodes.append(ALICE, text=f"deploy report of day {day}", source="ci",
+                                actor="tool", observed_at=f"2026-07-{day:02d}T12:00:00+00:00")
+        index = mem.rt.index.vectors
+        assert index is not None
+        with mem.db.transaction("default", write=False) as tx:
+            got = index.search(tx, "episodes", ALICE, "alice", "deploy report", 5,
+                               now=clock.now(), since=datetime(2026, 7, 4, tzinfo=UTC),
+                               until=datetime(2026, 7, 6, 23, tzinfo=UTC))
+        days = sorted(int(mem.episodes.get(i).text.split()[-1]) for i, _ in got)
+        assert days == [4, 5, 6]
+
+
+def test_postgres_scheme_and_migrate_only(pg_database: AppDatabase) -> None:
+    owner = pg_database.owner_url.replace("postgresql://", "postgres://", 1)
+    PostgresDatabase.from_url(owner, migrate_only=True, app_role=pg_database.app_role)
+    with Memory.open(pg_database.app_url.replace("postgresql://", "postgres://", 1),
+                     embedder=None) as mem:
+        assert mem.ledger.begin(ALICE, "k", intent="x").status == "pending"
+        assert mem.doctor() == []
+
+
+def test_any_insert_registers_its_tenant(pg: AppDatabase) -> None:
+    with app(pg, "initech") as c:
+        c.execute("INSERT INTO runs (tenant, scope_key, run_id, started_at) "
+                  "VALUES ('initech', 'k', 'r', now())")
+        c.commit()
+    with Memory.open(pg.app_url, embedder=None) as mem:
+        db = mem.db
+        assert isinstance(db, PostgresDatabase)
+        assert db.tenants() == ["initech"]
+        mem.episodes.append(Scope(tenant="acme", user="u"), text="x", source="s")
+        assert db.tenants() == ["acme", "initech"]

@@ -67,6 +67,36 @@ class _Block:
     proj: np.ndarray | None = None
     low: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     low_n: int = 0
+    _masks: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict)
+    _min_expiry: tuple[int, float] = (-1, math.inf)
+
+    def scope_mask(self, scope: Scope, principal: str | None) -> np.ndarray:
+        """Rows whose scope applies to ``scope`` and that ``principal`` may read; cached
+        until the block grows (scope and readers of a stored row never change)."""
+        key = (scope.user, scope.project, scope.agent, principal, self.n)
+        cached = self._masks.get(key)
+        if cached is not None:
+            return cached
+        n = self.n
+        mask = np.ones(n, bool)
+        for arr, value in ((self.user, scope.user), (self.project, scope.project),
+                           (self.agent, scope.agent)):
+            code = self.codes.get(value) if value is not None else None
+            col = arr[:n]
+            mask &= (col == _NONE) | (col == code) if code is not None else (col == _NONE)
+        for j, readers in self.restricted.items():
+            if j < n and principal not in readers:
+                mask[j] = False
+        if len(self._masks) > 64:
+            self._masks.clear()
+        self._masks[key] = mask
+        return mask
+
+    def min_expiry(self, n: int) -> float:
+        """The earliest expiry among the first ``n`` rows (inf when nothing expires)."""
+        if self._min_expiry[0] != n:
+            self._min_expiry = (n, float(self.expires[:n].min()) if n else math.inf)
+        return self._min_expiry[1]
 
     def refresh_projection(self) -> None:
         """Keep the low-dimensional copy in step with the matrix (built once past the
@@ -183,8 +213,10 @@ class VectorIndex:
                 f"SELECT v.rowid AS rid, v.record_id, v.vec, r.s_user, r.s_project, r.s_agent, "
                 f"r.expires_at, r.{obs_col} AS observed, r.readers FROM vectors v "
                 f"JOIN {table} r ON r.tenant = v.tenant AND r.id = v.record_id "
-                "WHERE v.tenant = ? AND v.layer = ? AND v.rowid > ? ORDER BY v.rowid",
-                (tenant, table, block.max_rowid),
+                # rowid range first (the "+" keeps the planner off the tenant index, which
+                # would scan every vector of the tenant to find the few new ones)
+                "WHERE v.rowid > ? AND +v.tenant = ? AND +v.layer = ? ORDER BY v.rowid",
+                (block.max_rowid, tenant, table),
             )
             if rows:
                 block.grow(len(rows))
@@ -219,21 +251,14 @@ class VectorIndex:
         if qvec is None:
             qvec = self.embedder.embed_query(query)
         n = block.n
-        mask = np.ones(n, bool)
-        for arr, value in ((block.user, scope.user), (block.project, scope.project),
-                           (block.agent, scope.agent)):
-            code = block.codes.get(value) if value is not None else None
-            col = arr[:n]
-            mask &= (col == _NONE) | (col == code) if code is not None else (col == _NONE)
-        mask &= block.expires[:n] > now.timestamp()
+        mask = block.scope_mask(scope, principal).copy()
+        if block.min_expiry(n) <= now.timestamp():
+            mask &= block.expires[:n] > now.timestamp()
         if since is not None:
             mask &= block.observed[:n] >= since.timestamp()
         if until is not None:
             mask &= block.observed[:n] <= until.timestamp()
-        for j, readers in block.restricted.items():
-            if j < n and principal not in readers:
-                mask[j] = False
-        idx = np.flatnonzero(mask)
+        idx = np.arange(n) if mask.all() else np.flatnonzero(mask)
         if idx.size == 0:
             return []
         if block.proj is not None and idx.size > RERANK * 4:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import resource
+import shutil
 import statistics
 import tempfile
 import time
@@ -57,13 +58,14 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
     embedded once; write throughput is then reported for the distinct phase only."""
     from ..embeddings import get_embedder
 
-    distinct = min(distinct or n, n)
+    distinct = min(distinct or n, n) or 1
     tmp = Path(tempfile.mkdtemp(prefix="memstrata-latency-"))
     target = url or f"sqlite:///{tmp / 'latency.db'}"
     emb = _TextCache(get_embedder(embedder)) if distinct < n else get_embedder(embedder)
     mem = Memory.open(target, embedder=emb)
     scope = Scope(user="bench", project="latency")
-    base = list(episodes(distinct, seed=3))
+    # n == 0 measures recall on an existing store (--url) without adding anything
+    base = list(episodes(distinct, seed=3)) if n else []
     t_first = t_rest = 0.0
     done = 0
     chunk: list[dict[str, Any]] = []
@@ -105,8 +107,11 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
             empty += not res.items
     stats = mem.stats()
     mem.close()
+    if url is None:
+        shutil.rmtree(tmp, ignore_errors=True)
     return {
-        "benchmark": "latency", "backend": target.split(":", 1)[0], "episodes": done,
+        "benchmark": "latency", "backend": target.split(":", 1)[0],
+        "episodes": done or stats.get("rows", {}).get("episodes"),
         "distinct_texts": distinct, "embedder": embedder,
         "write_per_s": round(distinct / t_first, 1) if t_first else None,
         "write_per_s_repeated_texts": round((n - distinct) / t_rest, 1) if t_rest else None,

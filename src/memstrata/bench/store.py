@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import resource
+import shutil
 import statistics
 import tempfile
 import time
@@ -92,6 +93,8 @@ def run(sizes: Sequence[int] = (10_000, 100_000), single: int = 2_000, batch: in
     result["batch_size"] = batch
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     mem.close()
+    if workdir is None:
+        shutil.rmtree(tmp, ignore_errors=True)
     return result
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import BackendError, ConfigError, Conflict
 from .base import Row
-from .lexical import fts5_query
+from .lexical import terms
 
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -221,6 +221,14 @@ def _adapt(params: Sequence[Any]) -> tuple[Any, ...]:
 
 
 _BUSY_RE = re.compile(r"locked|busy", re.I)
+#: Past this many index rows, very common query terms are dropped (see _selective_query).
+LARGE_INDEX_ROWS = 200_000
+COMMON_TERM_DOCS = 10_000
+
+
+def _quote(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
 
 
 class SQLiteDatabase:
@@ -350,7 +358,7 @@ class SQLiteDatabase:
                     drop: Sequence[str] = ()) -> list[tuple[str, float]]:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
-        match = fts5_query(query, drop=drop)
+        match = self._selective_query(tx, table, query, drop)
         if not match:
             return []
         # the context column (neighbouring records) counts half as much as the body
@@ -361,6 +369,19 @@ class SQLiteDatabase:
             (match, *params, limit),
         )
         return [(r["id"], -float(r["s"])) for r in rows]
+
+    def _selective_query(self, tx: Any, table: str, query: str, drop: Sequence[str]) -> str:
+        """The MATCH expression; in a large index, terms that occur in more than
+        ``COMMON_TERM_DOCS`` rows are left out (BM25 gives them almost no weight, yet scoring
+        their postings dominates the query time), like stopwords learnt from the data."""
+        words = [w for w in terms(query) if w not in set(drop)][:64]
+        top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
+        if words and top and (top["n"] or 0) >= LARGE_INDEX_ROWS:
+            rare = [w for w in words if tx.one(
+                f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts WHERE {table}_fts "
+                "MATCH ? LIMIT ?)", (_quote(w), COMMON_TERM_DOCS))["n"] < COMMON_TERM_DOCS]
+            words = rare
+        return " OR ".join(_quote(w) for w in words)
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:
