@@ -112,7 +112,7 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
     return {
         "benchmark": "latency", "backend": target.split(":", 1)[0],
         "episodes": done or stats.get("rows", {}).get("episodes"),
-        "distinct_texts": distinct, "embedder": embedder,
+        "distinct_texts": distinct if n else None, "embedder": embedder,
         "write_per_s": round(distinct / t_first, 1) if t_first else None,
         "write_per_s_repeated_texts": round((n - distinct) / t_rest, 1) if t_rest else None,
         "first_query_load_s": round(warm_s, 2),
