@@ -222,8 +222,8 @@ def _adapt(params: Sequence[Any]) -> tuple[Any, ...]:
 
 _BUSY_RE = re.compile(r"locked|busy", re.I)
 #: Past this many index rows, very common query terms are dropped (see _selective_query).
-LARGE_INDEX_ROWS = 200_000
-COMMON_TERM_DOCS = 10_000
+LARGE_INDEX_ROWS = 50_000
+COMMON_TERM_DOCS = 5_000
 
 
 def _quote(word: str) -> str:
