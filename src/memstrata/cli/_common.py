@@ -85,7 +85,11 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     from rich.table import Table
 
     rows = list(rows)
-    console = Console(width=int(os.environ.get("COLUMNS", "0")) or None)
+    import sys
+
+    # piped output (logs, CI) is not squeezed into rich's 80-column default
+    width = int(os.environ.get("COLUMNS", "0")) or (None if sys.stdout.isatty() else 160)
+    console = Console(width=width)
     if not rows:
         console.print(f"[dim]{title + ': ' if title else ''}nothing to show[/dim]")
         return
