@@ -529,7 +529,8 @@ def test_nested_transactions_are_savepoints(pg: AppDatabase) -> None:
                   "VALUES ('default', 'k', ?, now())")
         with db.transaction("default") as tx:
             tx.execute(insert, ("outer",))
-            with pytest.raises(Conflict), db.transaction("default") as inner:
+            with pytest.raises(BackendError, match="missing"), \
+                    db.transaction("default") as inner:
                 inner.execute(insert, ("inner",))
                 # a full-text entry for a row that does not exist fails when it is written
                 db.index_text(inner, "episodes", "01ZZZZZZZZZZZZZZZZZZZZZZZZ", "default", "x")
@@ -577,3 +578,68 @@ def test_any_insert_registers_its_tenant(pg: AppDatabase) -> None:
         assert db.tenants() == ["initech"]
         mem.episodes.append(Scope(tenant="acme", user="u"), text="x", source="s")
         assert db.tenants() == ["acme", "initech"]
+
+
+# The behaviour tests of the retrieval gate (tests/test_retrieval.py, real MiniLM) run here
+# unchanged against PostgreSQL; the ones that read the SQLite file or test the SQLite
+# index have PostgreSQL counterparts above (forget, model change, HNSW vs exact).
+RETRIEVAL_CASES = (
+    "test_foreign_record_that_matches_perfectly_never_appears",
+    "test_restricted_readers_filtered_before_ranking",
+    "test_superseded_fact_ranks_below_its_replacement",
+    "test_unrelated_query_returns_empty",
+    "test_side_effect_decisions_flag_verification",
+    "test_date_anchored_question_prefers_the_named_period",
+    "test_a_reply_is_found_through_its_thread_context",
+    "test_a_named_subject_ranks_their_episodes_first",
+)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Any:
+    from memstrata.embeddings import get_embedder
+
+    emb = get_embedder("minilm")
+    emb.embed(["warm up"])
+    return emb
+
+
+@pytest.mark.parametrize("case", RETRIEVAL_CASES)
+def test_retrieval_behaviour_on_postgres(case: str, pg: AppDatabase, clock: ManualClock,
+                                         minilm: Any) -> None:
+    import inspect
+
+    import test_retrieval
+
+    test = getattr(test_retrieval, case)
+    with Memory.open(pg.app_url, clock=clock, embedder=minilm) as vmem:
+        available = {"vmem": vmem, "clock": clock}
+        test(**{name: available[name] for name in inspect.signature(test).parameters})
+
+
+def test_a_large_index_leaves_out_very_common_words(pg: AppDatabase,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstrata.store import postgres
+
+    with Memory.open(pg.app_url, embedder=None) as mem:
+        mem.episodes.append_many([{"scope": ALICE, "text": f"deploy number {i} went fine",
+                                   "source": "ci", "actor": "tool"} for i in range(30)])
+        mem.episodes.append_many([{"scope": ALICE, "text": f"kubernetes deploy {i} failed",
+                                   "source": "ci", "actor": "tool"} for i in range(3)])
+        mem.episodes.append(Scope(tenant="other", user="u"), text="kubernetes", source="s")
+        db = mem.db
+        assert isinstance(db, PostgresDatabase)
+        where, params = mem.episodes.filter_sql(ALICE, None)
+
+        def found() -> int:
+            with db.transaction("default", write=False) as tx:
+                return len(db.text_search(tx, "episodes", "kubernetes deploy", where, params,
+                                          100))
+
+        assert found() == 33
+        with app(pg, "default") as c:
+            c.execute("ANALYZE episodes_fts")  # the app role holds MAINTAIN
+            c.commit()
+        monkeypatch.setattr(postgres, "LARGE_INDEX_ROWS", 20)
+        monkeypatch.setattr(postgres, "COMMON_TERM_DOCS", 10)
+        assert found() == 3  # "deploy" is in 33 rows: left out; "kubernetes" in 3 of them

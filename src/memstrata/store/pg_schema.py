@@ -123,15 +123,18 @@ def m001_initial(conn: psycopg.Connection[object], app_role: str | None) -> None
             FOREIGN KEY (tenant, id) REFERENCES facts (tenant, id) ON DELETE CASCADE
         );
         CREATE INDEX facts_fts_tsv ON facts_fts USING gin (tsv);
+        -- Episode rows are immutable, so their filter columns are copied here: a search
+        -- filters and takes its top k from this one table (no join per matching row).
         CREATE TABLE episodes_fts (
             tenant text NOT NULL, id text NOT NULL, tsv tsvector NOT NULL,
+            s_user text, s_project text, s_agent text,
+            expires_at timestamptz, observed_at timestamptz, readers text,
             PRIMARY KEY (tenant, id),
             FOREIGN KEY (tenant, id) REFERENCES episodes (tenant, id) ON DELETE CASCADE
         );
         CREATE INDEX episodes_fts_tsv ON episodes_fts USING gin (tsv);
 
-        -- Episode rows are immutable, so their filter columns are copied here: a vector
-        -- search filters by scope, readers and dates without a join per candidate.
+        -- Likewise for episode vectors.
         CREATE TABLE vectors (
             tenant text NOT NULL, record_id text NOT NULL, layer text NOT NULL,
             model text NOT NULL, dims integer NOT NULL, vec vector NOT NULL,

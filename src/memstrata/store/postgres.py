@@ -31,9 +31,11 @@ Contract:
   locking above.
 - ``text_search`` ranks ``*_fts`` tsvector rows (GIN) matching any content word of the
   query (``plainto_tsquery`` per word, OR-ed) by ``ts_rank`` with length normalisation
-  (a record's own words weigh twice its thread context's), inside the caller's filter.
-  ``ts_rank`` has no IDF: rare and common words of the query count alike, where SQLite's
-  BM25 favours the rare one.
+  (a record's own words weigh twice its thread context's), inside the caller's filter;
+  an episode search whose filter names only episode columns runs on ``episodes_fts``
+  alone (it carries copies of them), so the top k comes from a bounded sort. ``ts_rank``
+  has no IDF; as in the SQLite backend, a large index leaves out query words that occur
+  in ``COMMON_TERM_DOCS`` or more rows of the tenant.
 - ``compact`` runs VACUUM on the tables a forget touched when the role may (owner, or
   ``MAINTAIN`` on PostgreSQL 17+), so dead tuples with forgotten text are pruned; rows
   are invisible to SQL from the moment the forget commits either way.
@@ -86,6 +88,18 @@ _TSV = (f"setweight(to_tsvector('{TS_CONFIG}', x.b), 'A') || "
         f"setweight(to_tsvector('{TS_CONFIG}', x.c), 'B')")
 #: ... and B counts half as much as A in the rank (SQLite: bm25 column weights 1.0, 0.5).
 _RANK_WEIGHTS = "'{0.1, 0.2, 0.5, 1.0}'"
+#: Columns of the record copied into its full-text row (immutable episodes only), so a
+#: search whose filter names only these runs on the full-text table alone.
+_FTS_COPIED = {"episodes": ("s_user", "s_project", "s_agent", "expires_at", "observed_at",
+                            "readers"), "facts": ()}
+_FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
+#: Past this many full-text rows (planner estimate), query words found in this many rows
+#: of the tenant are left out of the lexical query; the thresholds of the SQLite backend.
+LARGE_INDEX_ROWS = 50_000
+COMMON_TERM_DOCS = 5_000
+#: Tables whose rows carry user text (compacted after a forget).
+_TEXT_TABLES = ("facts", "facts_fts", "episodes", "episodes_fts", "checkpoints", "operations",
+                "scratch", "feedback", "procedures")
 _MIGRATION_LOCK = 0x6D656D73  # "mems": one migrator at a time
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _TABLES_RE = re.compile(r"\b(?:FROM|JOIN)\s+([A-Za-z_][A-Za-z0-9_]*)", re.I)
@@ -153,12 +167,17 @@ class PgTx:
         pending, self._fts = self._fts, {}
         for table, entries in pending.items():
             keys = list(entries)
-            self.conn.execute(
-                f"INSERT INTO {table}_fts (tenant, id, tsv) SELECT x.t, x.i, {_TSV} "
-                "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) "
-                "AS x(t, i, b, c) ON CONFLICT (tenant, id) DO UPDATE SET tsv = excluded.tsv",
+            cols = "".join(f", {c}" for c in _FTS_COPIED[table])
+            copied = "".join(f", r.{c}" for c in _FTS_COPIED[table])
+            written = self.conn.execute(
+                f"INSERT INTO {table}_fts (tenant, id, tsv{cols}) SELECT r.tenant, r.id, "
+                f"{_TSV}{copied} FROM unnest(%s::text[], %s::text[], %s::text[], "
+                f"%s::text[]) AS x(t, i, b, c) JOIN {table} r ON r.tenant = x.t AND "
+                f"r.id = x.i ON CONFLICT (tenant, id) DO UPDATE SET tsv = excluded.tsv",
                 ([k[0] for k in keys], [k[1] for k in keys], [entries[k][0] for k in keys],
-                 [entries[k][1] for k in keys]))
+                 [entries[k][1] for k in keys])).rowcount
+            if written != len(keys):
+                raise BackendError(f"cannot index {len(keys) - written} missing {table} rows")
 
     def lock(self) -> None:
         """Take the tenant's transaction lock now (idempotent)."""
@@ -449,20 +468,42 @@ class PostgresDatabase:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
         dropped = set(drop)
-        words = [w for w in terms(query) if w not in dropped][:64]
+        words = self._selective_words(tx, table, [w for w in terms(query)
+                                                  if w not in dropped][:64])
         if not words:
             return []
         # one plainto_tsquery per word, OR-ed: a compound like "billing-api" stays a phrase
         # of its parts, and any character in user text is only ever a parameter
         tsq = " || ".join([f"plainto_tsquery('{TS_CONFIG}', ?)"] * len(words))
-        rows = tx.all(
-            f"SELECT r.id AS id, ts_rank({_RANK_WEIGHTS}, f.tsv, {tsq}, 1) AS s "
-            f"FROM {table}_fts f "
-            f"JOIN {table} r ON r.tenant = f.tenant AND r.id = f.id "
-            f"WHERE f.tsv @@ ({tsq}) AND {where} ORDER BY s DESC, r.id LIMIT ?",
-            (*words, *words, *params, limit),
-        )
+        rank = f"ts_rank({_RANK_WEIGHTS}, f.tsv, {tsq}, 1)"
+        if set(_FILTER_COLUMN_RE.findall(where)) <= {"tenant", "id", *_FTS_COPIED[table]}:
+            # filter and rank on the full-text table alone: a bounded top-k sort instead
+            # of ranking every match before the join
+            source = f"{table}_fts r"
+            rank = rank.replace("f.tsv", "r.tsv")
+            match = f"r.tsv @@ ({tsq})"
+        else:
+            source = f"{table}_fts f JOIN {table} r ON r.tenant = f.tenant AND r.id = f.id"
+            match = f"f.tsv @@ ({tsq})"
+        rows = tx.all(f"SELECT r.id AS id, {rank} AS s FROM {source} WHERE {match} AND "
+                      f"{where} ORDER BY s DESC, r.id LIMIT ?",
+                      (*words, *words, *params, limit))
         return [(r["id"], float(r["s"])) for r in rows]
+
+    def _selective_words(self, tx: Any, table: str, words: list[str]) -> list[str]:
+        """In a large index, leave out words found in ``COMMON_TERM_DOCS`` or more of the
+        tenant's rows, as the SQLite backend does: they barely move a rank, yet ranking
+        their matches dominates the query time."""
+        if not words:
+            return words
+        size = tx.raw_one("SELECT reltuples AS n FROM pg_class WHERE oid = %s::regclass",
+                          (f"{table}_fts",))
+        if size is None or float(size["n"]) < LARGE_INDEX_ROWS:  # -1: never analysed
+            return words
+        return [w for w in words if int(tx.raw_one(
+            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts WHERE tenant = %s AND "
+            f"tsv @@ plainto_tsquery('{TS_CONFIG}', %s) LIMIT %s) AS m",
+            (tx.tenant, w, COMMON_TERM_DOCS))["n"]) < COMMON_TERM_DOCS]
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:
@@ -480,8 +521,10 @@ class PostgresDatabase:
 
     # -- maintenance ----------------------------------------------------
     def compact(self) -> None:
-        """VACUUM the content tables (prunes dead tuples of forgotten rows) where permitted;
-        autovacuum does it otherwise. Never an error: the rows are already gone."""
+        """VACUUM the tables that hold text (prunes the dead tuples of forgotten rows) where
+        permitted; autovacuum does it otherwise, and always for ``vectors`` (vacuuming an
+        HNSW index repairs the graph: too slow to wait for). The rows themselves are gone
+        from SQL the moment the forget commits."""
         with _translated(), self._pool.connection() as conn:
             allowed = conn.execute(
                 "SELECT c.relname AS t FROM pg_class c JOIN pg_namespace n ON "
@@ -489,7 +532,7 @@ class PostgresDatabase:
                 "c.relname = ANY(%s) AND (pg_has_role(current_user, c.relowner, 'USAGE') OR "
                 "(current_setting('server_version_num')::int >= 170000 AND "
                 "has_table_privilege(c.oid, 'MAINTAIN')))",
-                (list(TENANT_TABLES),)).fetchall()
+                (list(_TEXT_TABLES),)).fetchall()
             for row in allowed:
                 conn.execute(pg_sql.SQL("VACUUM {}").format(pg_sql.Identifier(row["t"])))
 
