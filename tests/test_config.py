@@ -74,14 +74,14 @@ def test_the_configured_store_and_policy_are_what_commands_use(tmp_path: Path) -
     assert ok.exit_code == 0, ok.output
     assert db.exists()
     listed = runner.invoke(cli, ["facts", "list", "--json"], env=env)
-    facts = json.loads(listed.output)
+    facts = json.loads(listed.stdout)
     assert [f["claim"] for f in facts] == ["Likes tea"]
     assert facts[0]["scope"]["user"] == "alice"  # the user came from the file
     other = runner.invoke(cli, ["facts", "list", "--json", "--user", "bob"], env=env)
-    assert json.loads(other.output) == []
+    assert json.loads(other.stdout) == []
 
     shown = runner.invoke(cli, ["config", "show", "--json", "--project", "p1"], env=env)
-    data = json.loads(shown.output)
+    data = json.loads(shown.stdout)
     assert data["url"] == {"value": f"sqlite:///{db}",
                            "source": f"file:{home / 'config.toml'}"}
     assert data["project"] == {"value": "p1", "source": "flag"}

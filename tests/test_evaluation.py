@@ -200,7 +200,7 @@ def test_cli_eval_table_json_and_exit_status(tmp_path: Path) -> None:
     res = runner.invoke(cli, ["eval", str(STARTER), "--json", "--out", str(out_file)],
                         catch_exceptions=False)
     assert res.exit_code == 0
-    data = json.loads(res.output)
+    data = json.loads(res.stdout)
     assert data == json.loads(out_file.read_text())
     assert data["total"]["leaks"] == 0 and data["total"]["failed"] == 0
     assert {f["name"] for f in data["fixtures"]} >= STANDING

@@ -209,7 +209,7 @@ def test_undo_supersede_restores_the_previous_fact(
                                       "the live standups were a one-week trial",
                                       "--url", f"sqlite:///{db_path}", "--json"])
     assert result.exit_code == 0, result.output
-    restored = json.loads(result.output)
+    restored = json.loads(result.stdout)
     assert restored["id"] == old_ref.removeprefix("fact:") and restored["status"] == "active"
 
     assert [f.ref for f in mem.facts.current(alice)] == [old_ref]
@@ -629,7 +629,7 @@ def test_cli_extract_explicit_and_llm(
     scope = ["--url", url, "--user", "alice", "--project", "docs-site"]
     explicit = runner.invoke(cli, ["extract", str(transcript), *scope, "--json"])
     assert explicit.exit_code == 0, explicit.output
-    assert ExtractionReport.model_validate_json(explicit.output).items == []
+    assert ExtractionReport.model_validate_json(explicit.stdout).items == []
 
     server.queue_recording("extraction_vllm_august")
     llm = runner.invoke(cli, ["extract", str(transcript), *scope, "--source", "chat:aug",
