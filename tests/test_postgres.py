@@ -23,7 +23,7 @@ from psycopg import sql
 from backends import PG_TABLES, migrate
 from memstrata import BackendError, ConfigError, Conflict, ManualClock, Memory, Scope
 from memstrata.embeddings import HashingEmbedder
-from memstrata.store.pg_schema import TENANT_TABLES
+from memstrata.store.pg_schema import DEFINER_READ_TABLES, TENANT_TABLES
 from memstrata.store.postgres import PostgresDatabase
 from services import AppDatabase
 
@@ -144,13 +144,23 @@ def test_app_role_sees_only_its_tenant_even_with_raw_sql(pg: AppDatabase) -> Non
                          "VALUES ('globex', 'x', 'smuggled', now())")
     with app(pg, "acme") as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("UPDATE operations SET tenant = 'globex'")
-    # the owner is subject to the policy too (FORCE)
+    # the full-text match functions (SECURITY DEFINER) answer for the current tenant only
+    match = ("SELECT count(*) FROM memstrata_episode_matches(plainto_tsquery('english', %s), "
+             "NULL)")
+    with app(pg, "acme") as conn:
+        assert conn.execute(match, ("acme",)).fetchone() == (1,)
+        assert conn.execute(match, ("globex",)).fetchone() == (0,)
+    with app(pg) as conn:
+        assert conn.execute(match, ("tea",)).fetchone() == (0,)
+    # the owner is subject to the policy too (FORCE), except on the two full-text tables
+    # that only its match functions read
     with psycopg.connect(pg.owner_url) as conn:
         assert conn.execute("SELECT count(*) FROM facts").fetchone() == (0,)
-        forced = conn.execute(
-            "SELECT relname FROM pg_class WHERE relname = ANY(%s) AND relrowsecurity AND "
-            "relforcerowsecurity", (list(TENANT_TABLES),)).fetchall()
-    assert {r[0] for r in forced} == set(TENANT_TABLES)
+        rls = dict(conn.execute(
+            "SELECT relname, relforcerowsecurity FROM pg_class WHERE relname = ANY(%s) "
+            "AND relrowsecurity", (list(TENANT_TABLES),)).fetchall())
+    assert set(rls) == set(TENANT_TABLES)
+    assert {t for t, forced in rls.items() if not forced} == set(DEFINER_READ_TABLES)
     assert counts(pg) == every  # nothing leaked, nothing changed
 
 

@@ -4,12 +4,20 @@ Contract and invariants (enforced by the database, not only by Python):
 - The same tables and columns as the SQLite schema (``store/sqlite.py`` m001), with
   ``timestamptz`` for times and ``double precision`` for scores; every tenant table leads
   with ``tenant`` in its keys, so the schema can later be distributed by tenant.
-- Row-level security is ENABLEd and FORCEd on every tenant table with the policy
-  ``tenant = current_setting('app.tenant', true)`` (USING and WITH CHECK), so even the
-  owner sees and writes only the tenant of the current transaction; without a tenant
-  nothing is visible. ``tenants`` (the registry of tenant names) is readable by every
-  role so maintenance can visit each tenant; ``migrations`` is readable, never writable,
-  by the application role.
+- Row-level security is ENABLEd on every tenant table with the policy
+  ``tenant = current_setting('app.tenant', true)`` (USING and WITH CHECK), and FORCEd on
+  all but the two full-text tables, so even the owner sees and writes only the tenant of
+  the current transaction; without a tenant nothing is visible.
+- Full-text matching goes through two SECURITY DEFINER functions
+  (``memstrata_episode_matches``, ``memstrata_fact_matches``) that return the ids of the
+  *current tenant's* rows matching a tsquery, filtering by ``app.tenant`` themselves. Why:
+  under row-level security a query's own conditions may not use an index unless their
+  operator is LEAKPROOF, and ``tsvector @@ tsquery`` is not, so the GIN index would never
+  be used by the application role (every search would read all of the tenant's rows).
+  The owner, as definer, is exempt from the non-forced policy; the application role
+  reading the full-text tables directly still sees only its tenant.
+- ``tenants`` (the registry of tenant names) is readable by every role so maintenance can
+  visit each tenant; ``migrations`` is readable, never writable, by the application role.
 - Episodes are append-only and checkpoint versions immutable (PL/pgSQL triggers); the
   deletes of forget and retention pass only when the transaction set
   ``memstrata.maintenance = 'on'`` (``set_config(..., true)``, so it ends with the
@@ -30,11 +38,13 @@ Contract and invariants (enforced by the database, not only by Python):
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 
-Migration = Callable[[psycopg.Connection[object], str | None], None]
+Migration = Callable[[psycopg.Connection[Any], str | None], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
 
 #: Dimensions that get an HNSW index (hash embedder 256, MiniLM 384, common API models).
@@ -43,6 +53,8 @@ INDEXED_DIMS = (256, 384, 512, 768, 1024, 1536)
 #: Tables holding tenant rows: RLS with the tenant policy on each.
 TENANT_TABLES = ("meta", "facts", "facts_fts", "episodes", "episodes_fts", "vectors",
                  "checkpoints", "operations", "runs", "scratch", "feedback", "procedures")
+#: Read by the owner's SECURITY DEFINER match functions: RLS enabled, not forced.
+DEFINER_READ_TABLES = ("facts_fts", "episodes_fts")
 #: Tables whose inserts register their tenant in ``tenants`` (a safety net under the
 #: backend's own registration, so a row written by any path makes its tenant visible).
 REGISTERING_TABLES = ("meta", "facts", "episodes", "checkpoints", "operations", "runs",
@@ -64,7 +76,7 @@ _SCOPE_COLS = """
 
 
 @migration
-def m001_initial(conn: psycopg.Connection[object], app_role: str | None) -> None:
+def m001_initial(conn: psycopg.Connection[Any], app_role: str | None) -> None:
     del app_role
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     conn.execute(f"""
@@ -192,9 +204,12 @@ def m001_initial(conn: psycopg.Connection[object], app_role: str | None) -> None
 
 
 @migration
-def m002_guards(conn: psycopg.Connection[object], app_role: str | None) -> None:
-    """Append-only, frozen-content and index-cleanup triggers."""
+def m002_guards(conn: psycopg.Connection[Any], app_role: str | None) -> None:
+    """Append-only, frozen-content and index-cleanup triggers; full-text match functions."""
     del app_role
+    with conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute("SELECT quote_ident(current_schema())").fetchone()
+    schema = row[0] if row else "public"
     conn.execute(f"""
         CREATE FUNCTION memstrata_in_maintenance() RETURNS boolean
             LANGUAGE sql STABLE AS
@@ -255,6 +270,21 @@ def m002_guards(conn: psycopg.Connection[object], app_role: str | None) -> None:
         CREATE TRIGGER episodes_deindex AFTER DELETE ON episodes FOR EACH ROW
             EXECUTE FUNCTION memstrata_drop_vector();
 
+        -- The GIN index under row-level security (see the module docstring). cap limits
+        -- the matches (NULL: all); the index is the right path whatever the estimate.
+        CREATE FUNCTION memstrata_episode_matches(q tsquery, cap integer) RETURNS SETOF text
+            LANGUAGE sql STABLE SECURITY DEFINER
+            SET search_path = pg_catalog, {schema} SET enable_seqscan = off AS $$
+            SELECT f.id FROM episodes_fts f
+            WHERE f.tenant = current_setting('{TENANT_SETTING}', true) AND f.tsv @@ q
+            LIMIT cap $$;
+        CREATE FUNCTION memstrata_fact_matches(q tsquery, cap integer) RETURNS SETOF text
+            LANGUAGE sql STABLE SECURITY DEFINER
+            SET search_path = pg_catalog, {schema} SET enable_seqscan = off AS $$
+            SELECT f.id FROM facts_fts f
+            WHERE f.tenant = current_setting('{TENANT_SETTING}', true) AND f.tsv @@ q
+            LIMIT cap $$;
+
         CREATE FUNCTION memstrata_register_tenants() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             INSERT INTO tenants (tenant)
@@ -273,13 +303,14 @@ def m002_guards(conn: psycopg.Connection[object], app_role: str | None) -> None:
 
 
 @migration
-def m003_row_level_security(conn: psycopg.Connection[object], app_role: str | None) -> None:
+def m003_row_level_security(conn: psycopg.Connection[Any], app_role: str | None) -> None:
     """Tenant isolation by the database: ENABLE + FORCE row-level security everywhere."""
     tenant = sql.SQL("tenant = current_setting({}, true)").format(sql.Literal(TENANT_SETTING))
     for table in TENANT_TABLES:
         ident = sql.Identifier(table)
         conn.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(ident))
-        conn.execute(sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(ident))
+        if table not in DEFINER_READ_TABLES:
+            conn.execute(sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(ident))
         conn.execute(sql.SQL(
             "CREATE POLICY tenant_isolation ON {} USING ({}) WITH CHECK ({})"
         ).format(ident, tenant, tenant))
@@ -298,7 +329,7 @@ def m003_row_level_security(conn: psycopg.Connection[object], app_role: str | No
 
 
 @migration
-def m004_vector_indexes(conn: psycopg.Connection[object], app_role: str | None) -> None:
+def m004_vector_indexes(conn: psycopg.Connection[Any], app_role: str | None) -> None:
     """One partial HNSW index per common dimension, over episode vectors only (facts are
     few per scope and searched exactly)."""
     del app_role
@@ -309,7 +340,7 @@ def m004_vector_indexes(conn: psycopg.Connection[object], app_role: str | None) 
         ).format(name=sql.Identifier(f"vectors_hnsw_{dims}"), dims=sql.Literal(dims)))
 
 
-def grant_app_role(conn: psycopg.Connection[object], app_role: str) -> None:
+def grant_app_role(conn: psycopg.Connection[Any], app_role: str) -> None:
     """Give the application role row access (and VACUUM, so compaction can run as it)."""
     role = sql.Identifier(app_role)
     conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(role))
@@ -324,5 +355,5 @@ def grant_app_role(conn: psycopg.Connection[object], app_role: str) -> None:
         conn.execute(sql.SQL("GRANT MAINTAIN ON {} TO {}").format(tables, role))
 
 
-__all__ = ["INDEXED_DIMS", "MIGRATIONS", "REGISTERING_TABLES", "TENANT_TABLES",
-           "grant_app_role", "migration"]
+__all__ = ["DEFINER_READ_TABLES", "INDEXED_DIMS", "MIGRATIONS", "REGISTERING_TABLES",
+           "TENANT_TABLES", "grant_app_role", "migration"]

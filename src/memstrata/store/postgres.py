@@ -2,10 +2,11 @@
 
 Contract:
 - ``PostgresDatabase.from_url("postgresql://...")`` opens a psycopg 3 connection pool
-  (autocommit connections, UTC sessions; each transaction is an explicit
-  ``conn.transaction()`` block). The schema (:mod:`memstrata.store.pg_schema`) is
-  migrated on open when the role may run DDL; an application role that may not gets a
-  :class:`ConfigError` naming the owner-side step (:meth:`PostgresDatabase.migrate`).
+  (autocommit connections, UTC sessions; each transaction is an explicit BEGIN ...
+  COMMIT on one pooled connection, nested ones are savepoints). The schema
+  (:mod:`memstrata.store.pg_schema`) is migrated on open when the role may run DDL; an
+  application role that may not gets a :class:`ConfigError` naming the owner-side step
+  (:meth:`PostgresDatabase.migrate`).
 - ``transaction(tenant)`` sets ``app.tenant`` for that transaction only
   (``set_config(..., true)``, the parameterised ``SET LOCAL``), so row-level security
   confines every statement to the tenant; maintenance transactions also set
@@ -31,14 +32,18 @@ Contract:
   locking above.
 - ``text_search`` ranks ``*_fts`` tsvector rows (GIN) matching any content word of the
   query (``plainto_tsquery`` per word, OR-ed) by ``ts_rank`` with length normalisation
-  (a record's own words weigh twice its thread context's), inside the caller's filter;
-  an episode search whose filter names only episode columns runs on ``episodes_fts``
-  alone (it carries copies of them), so the top k comes from a bounded sort. ``ts_rank``
-  has no IDF; as in the SQLite backend, a large index leaves out query words that occur
-  in ``COMMON_TERM_DOCS`` or more rows of the tenant.
-- ``compact`` runs VACUUM on the tables a forget touched when the role may (owner, or
+  (a record's own words weigh twice its thread context's), inside the caller's filter.
+  Matching goes through the schema's SECURITY DEFINER match functions, the only way the
+  GIN index serves the application role under row-level security (see pg_schema). An
+  episode search whose filter names only episode columns runs on ``episodes_fts`` alone
+  (it carries copies of them). ``ts_rank`` has no IDF; as in the SQLite backend, a large
+  index leaves out query words that occur in ``COMMON_TERM_DOCS`` or more rows of the
+  tenant.
+- ``compact`` runs VACUUM on the tables that hold text when the role may (owner, or
   ``MAINTAIN`` on PostgreSQL 17+), so dead tuples with forgotten text are pruned; rows
-  are invisible to SQL from the moment the forget commits either way.
+  are invisible to SQL from the moment the forget commits either way. Bytes of pruned
+  tuples may linger in a page's free space and in WAL until overwritten (PostgreSQL has
+  no secure delete): a deployment that needs more encrypts its storage.
 - ``tenants()`` lists every tenant with data (the ``tenants`` registry), so retention,
   doctor and reindex can visit each tenant under row-level security.
 """
@@ -67,6 +72,7 @@ from ..errors import BackendError, ConfigError, Conflict
 from .base import Row
 from .lexical import terms
 from .pg_schema import (
+    DEFINER_READ_TABLES,
     INDEXED_DIMS,
     MAINTENANCE_SETTING,
     MIGRATIONS,
@@ -92,6 +98,8 @@ _RANK_WEIGHTS = "'{0.1, 0.2, 0.5, 1.0}'"
 #: search whose filter names only these runs on the full-text table alone.
 _FTS_COPIED = {"episodes": ("s_user", "s_project", "s_agent", "expires_at", "observed_at",
                             "readers"), "facts": ()}
+#: The SECURITY DEFINER functions that match with the GIN index (see pg_schema).
+_MATCHES = {"episodes": "memstrata_episode_matches", "facts": "memstrata_fact_matches"}
 _FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
 #: Past this many full-text rows (planner estimate), query words found in this many rows
 #: of the tenant are left out of the lexical query; the thresholds of the SQLite backend.
@@ -468,42 +476,42 @@ class PostgresDatabase:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
         dropped = set(drop)
-        words = self._selective_words(tx, table, [w for w in terms(query)
-                                                  if w not in dropped][:64])
+        words = [w for w in terms(query) if w not in dropped][:64]
+        if words and self._large(tx, table):
+            words = self._rare_words(tx, table, words)
         if not words:
             return []
         # one plainto_tsquery per word, OR-ed: a compound like "billing-api" stays a phrase
-        # of its parts, and any character in user text is only ever a parameter
+        # of its parts, and user text is only ever a parameter
         tsq = " || ".join([f"plainto_tsquery('{TS_CONFIG}', ?)"] * len(words))
-        rank = f"ts_rank({_RANK_WEIGHTS}, f.tsv, {tsq}, 1)"
         if set(_FILTER_COLUMN_RE.findall(where)) <= {"tenant", "id", *_FTS_COPIED[table]}:
-            # filter and rank on the full-text table alone: a bounded top-k sort instead
-            # of ranking every match before the join
-            source = f"{table}_fts r"
-            rank = rank.replace("f.tsv", "r.tsv")
-            match = f"r.tsv @@ ({tsq})"
+            # filter and rank on the full-text table alone (it carries the filter columns)
+            source, fts = f"{table}_fts r", "r"
         else:
             source = f"{table}_fts f JOIN {table} r ON r.tenant = f.tenant AND r.id = f.id"
-            match = f"f.tsv @@ ({tsq})"
-        rows = tx.all(f"SELECT r.id AS id, {rank} AS s FROM {source} WHERE {match} AND "
-                      f"{where} ORDER BY s DESC, r.id LIMIT ?",
-                      (*words, *words, *params, limit))
+            fts = "f"
+        rows = tx.all(
+            f"SELECT r.id AS id, ts_rank({_RANK_WEIGHTS}, {fts}.tsv, {tsq}, 1) AS s "
+            f"FROM {source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, NULL)) "
+            f"AND {where} ORDER BY s DESC, r.id LIMIT ?", (*words, *words, *params, limit))
         return [(r["id"], float(r["s"])) for r in rows]
 
-    def _selective_words(self, tx: Any, table: str, words: list[str]) -> list[str]:
-        """In a large index, leave out words found in ``COMMON_TERM_DOCS`` or more of the
-        tenant's rows, as the SQLite backend does: they barely move a rank, yet ranking
-        their matches dominates the query time."""
-        if not words:
-            return words
+    @staticmethod
+    def _large(tx: Any, table: str) -> bool:
+        """Is the full-text table past ``LARGE_INDEX_ROWS`` (planner estimate, all tenants;
+        -1 when never analysed)?"""
         size = tx.raw_one("SELECT reltuples AS n FROM pg_class WHERE oid = %s::regclass",
                           (f"{table}_fts",))
-        if size is None or float(size["n"]) < LARGE_INDEX_ROWS:  # -1: never analysed
-            return words
+        return size is not None and float(size["n"]) >= LARGE_INDEX_ROWS
+
+    @staticmethod
+    def _rare_words(tx: Any, table: str, words: list[str]) -> list[str]:
+        """Leave out words found in ``COMMON_TERM_DOCS`` or more of the tenant's rows, as the
+        SQLite backend does: they barely move a rank, yet ranking their matches dominates
+        the query time."""
         return [w for w in words if int(tx.raw_one(
-            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts WHERE tenant = %s AND "
-            f"tsv @@ plainto_tsquery('{TS_CONFIG}', %s) LIMIT %s) AS m",
-            (tx.tenant, w, COMMON_TERM_DOCS))["n"]) < COMMON_TERM_DOCS]
+            f"SELECT count(*) AS n FROM {_MATCHES[table]}(plainto_tsquery('{TS_CONFIG}', %s), "
+            "%s)", (w, COMMON_TERM_DOCS))["n"]) < COMMON_TERM_DOCS]
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:
@@ -571,7 +579,8 @@ class PostgresDatabase:
                 "n.nspname = current_schema() AND c.relname = ANY(%s)",
                 (list(TENANT_TABLES),),
             ).fetchall():
-                if not (row["relrowsecurity"] and row["relforcerowsecurity"]):
+                forced = row["relforcerowsecurity"] or row["relname"] in DEFINER_READ_TABLES
+                if not (row["relrowsecurity"] and forced):
                     problems.append(f"row-level security is not forced on {row['relname']}")
         for tenant in self.tenants():
             with self.transaction(tenant, write=False) as tx:
