@@ -3,7 +3,7 @@
 Measures, for the default embedder (``get_embedder("minilm")`` settings, or
 ``--spec``):
 
-- cold import time of ``memstrata.embeddings`` (fresh interpreters), split
+- cold import time of ``memstrata.providers.embeddings`` (fresh interpreters), split
   into the ``memstrata`` package's own import and this module's share, the
   whole ``python -c`` process, and which heavy modules got imported,
 - model load time (``load()``) and the first embed after it,
@@ -40,10 +40,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 try:
-    import memstrata.embeddings as emb
+    import memstrata.providers.embeddings as emb
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT / "src"))
-    import memstrata.embeddings as emb
+    import memstrata.providers.embeddings as emb
 
 SUBJECTS = ["Alice", "Bob", "the billing service", "the docs site", "our CI", "the team", "Carol"]
 VERBS = ["prefers", "needs", "deployed", "rejected", "reviewed", "migrated", "scheduled"]
@@ -80,11 +80,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def cold_import(runs: int = 5) -> dict[str, Any]:
-    """Fresh interpreters: the package import, then memstrata.embeddings on top of it."""
+    """Fresh interpreters: the package import, then memstrata.providers.embeddings on top of it."""
     code = (
         "import json, sys, time\n"
         "t0 = time.perf_counter(); import memstrata\n"
-        "t1 = time.perf_counter(); import memstrata.embeddings\n"
+        "t1 = time.perf_counter(); import memstrata.providers.embeddings\n"
         "t2 = time.perf_counter()\n"
         "heavy = ('numpy', 'httpx', 'onnxruntime', 'tokenizers', 'pydantic')\n"
         "print(json.dumps({'package': t1 - t0, 'module': t2 - t1,"

@@ -47,12 +47,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 try:
-    from memstrata.injection import detect_injection
-    from memstrata.sensitivity import scan
+    from memstrata.governance.injection import detect_injection
+    from memstrata.governance.sensitivity import scan
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT / "src"))
-    from memstrata.injection import detect_injection
-    from memstrata.sensitivity import scan
+    from memstrata.governance.injection import detect_injection
+    from memstrata.governance.sensitivity import scan
 
 SIZE = 4000
 SENTENCES = [

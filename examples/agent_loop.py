@@ -3,7 +3,7 @@
 Memory in: the session starts from ``mem.context(...)`` (identity, the task's
 checkpoint, current facts) in the system prompt. Memory out: the model calls
 memstrata's tools (save_checkpoint, propose_memory, log_episode, the ledger
-around side effects...), dispatched by :class:`memstrata.tools.ToolDispatcher`
+around side effects...), dispatched by :class:`memstrata.ToolDispatcher`
 within a scope fixed here, never by the model.
 
 Run it against a local model (Ollama, vLLM, llama.cpp server, LM Studio)::
@@ -23,8 +23,7 @@ from typing import Any
 
 import httpx
 
-from memstrata import Memory, Scope
-from memstrata.tools import ToolDispatcher, openai_tools
+from memstrata import Memory, Scope, ToolDispatcher, openai_tools
 
 SYSTEM = """You are an assistant with a layered memory (memstrata). Use its tools: read \
 before you act, save a checkpoint after each meaningful step, begin_operation before any \

@@ -34,8 +34,8 @@ from memstrata.bench.locomo import (
     render_turn,
     run,
 )
-from memstrata.embeddings import HashingEmbedder
 from memstrata.errors import ValidationError
+from memstrata.providers.embeddings import HashingEmbedder
 from memstrata.tokens import count_tokens
 
 

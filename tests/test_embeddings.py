@@ -1,4 +1,4 @@
-"""Tests of memstrata.embeddings against real components.
+"""Tests of memstrata.providers.embeddings against real components.
 
 - MiniLMEmbedder runs the real int8 ONNX model and is compared with an
   independent numpy forward pass over the real fp32 weights
@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memstrata import embeddings as emb
 from memstrata.errors import ConfigError, ProviderError, ValidationError
+from memstrata.providers import embeddings as emb
 
 TESTS_DIR = Path(__file__).resolve().parent
-SRC_DIR = Path(emb.__file__).resolve().parents[1]
+SRC_DIR = Path(emb.__file__).resolve().parents[2]
 
 MINILM_MISSING = emb.missing_minilm_packages()
 needs_minilm = pytest.mark.skipif(
@@ -186,7 +186,7 @@ def minilm() -> emb.MiniLMEmbedder:
 def test_import_and_construction_load_nothing_heavy() -> None:
     code = (
         "import sys, json\n"
-        "import memstrata.embeddings as e\n"
+        "import memstrata.providers.embeddings as e\n"
         "m = e.MiniLMEmbedder()\n"
         "e.HashingEmbedder()\n"
         "e.OpenAIEmbedder('http://127.0.0.1:9/v1', 'm')\n"
@@ -362,7 +362,7 @@ def test_hashing_is_deterministic_across_instances_and_processes() -> None:
     b = emb.HashingEmbedder().embed(texts)
     np.testing.assert_array_equal(a, b)
     code = (
-        "import json, memstrata.embeddings as e\n"
+        "import json, memstrata.providers.embeddings as e\n"
         f"print(json.dumps(e.HashingEmbedder().embed({texts!r}).tolist()))\n"
     )
     out = subprocess.run(
@@ -429,9 +429,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
         pass
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def _send(self, status: int, body: bytes, content_type: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -469,6 +472,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": 'model "missing-model" not found, try pulling it first'})
         elif model == "server-error":
             self._send(500, b"Internal Server Error", "text/plain")
+        elif model == "busy-once":
+            # rate limited on the first request of each batch, then served
+            busy = [r for r in self.server.requests if r["body"]["model"] == "busy-once"]
+            if len(busy) % 2 == 1:
+                self._send(429, b'{"error": {"message": "slow down"}}', "application/json",
+                           {"Retry-After": "0"})
+            else:
+                self._json(200, ok)
         elif model == "not-json":
             self._send(200, b"<html><body>proxy login</body></html>", "text/html")
         elif model == "no-data":
@@ -555,7 +566,7 @@ def test_openai_learns_dims_lazily_and_checks_configured_dims(server: _Embedding
     ("model", "message"),
     [
         ("missing-model", r"HTTP 404: model \"missing-model\" not found"),
-        ("server-error", "HTTP 500: Internal Server Error"),
+        ("server-error", "HTTP 500 after 2 retries: Internal Server Error"),
         ("not-json", "not JSON"),
         ("no-data", "no 'data' list"),
         ("too-few", "1 embeddings for 2 inputs"),
@@ -570,10 +581,20 @@ def test_openai_errors_are_provider_errors(
     server: _EmbeddingServer, model: str, message: str
 ) -> None:
     with (
-        emb.OpenAIEmbedder(base_url(server), model) as e,
+        emb.OpenAIEmbedder(base_url(server), model, sleep=lambda s: None) as e,
         pytest.raises(ProviderError, match=message),
     ):
         e.embed(["first", "second"])
+
+
+def test_openai_embedder_retries_like_the_llm_clients(server: _EmbeddingServer) -> None:
+    """One HTTP stack: a 429 is retried (honouring Retry-After), as the LLM clients do."""
+    waits: list[float] = []
+    with emb.OpenAIEmbedder(base_url(server), "busy-once", sleep=waits.append) as e:
+        vectors = e.embed(["first", "second"])
+    assert vectors.shape == (2, 16)
+    assert waits == [0.0]  # the server's Retry-After, not the default backoff
+    assert len(server.requests) == 2
 
 
 def test_openai_auth_error_names_the_problem_not_the_key(server: _EmbeddingServer) -> None:
@@ -582,20 +603,20 @@ def test_openai_auth_error_names_the_problem_not_the_key(server: _EmbeddingServe
         e.embed(["x"])
     assert "HTTP 401" in str(info.value)
     assert "Incorrect API key" in str(info.value)
-    assert info.value.hint == "check the API key"
-    assert info.value.details["status_code"] == 401
+    assert info.value.hint is not None and "API key" in info.value.hint
+    assert info.value.details["status"] == 401
     assert "sk-wrong-secret" not in str(info.value)
 
 
 def test_openai_timeout_and_refused_connection(server: _EmbeddingServer) -> None:
     slow = emb.OpenAIEmbedder(base_url(server), "slow", timeout=0.2)
-    with slow, pytest.raises(ProviderError, match="timed out"):
+    with slow, pytest.raises(ProviderError, match="did not answer within 0.2 s"):
         slow.embed(["x"])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     refused = emb.OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", timeout=2)
-    with refused, pytest.raises(ProviderError, match="failed") as info:
+    with refused, pytest.raises(ProviderError, match="cannot connect") as info:
         refused.embed(["x"])
     assert info.value.hint is not None and "/v1" in info.value.hint
 

@@ -12,8 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from memstrata import Memory, Scope, ValidationError
-from memstrata.cli import cli
-from memstrata.evaluation import (
+from memstrata.bench.evaluation import (
     Fixture,
     load_fixtures,
     resolve_ranker,
@@ -21,7 +20,9 @@ from memstrata.evaluation import (
     run_fixture,
     similarity_only,
 )
+from memstrata.cli import cli
 from memstrata.models import Hit
+from memstrata.retrieval.ranking import RankRequest, RankSources
 
 STARTER = Path(__file__).resolve().parents[1] / "evals" / "starter"
 
@@ -81,8 +82,8 @@ def test_memory_ranker_seam_replaces_the_ranking(mem: Memory, alice: Scope) -> N
     assert len(mem.recall(alice, "how to deploy")) == 1
     calls: list[str] = []
 
-    def nothing(m: Any, scope: Scope, need: str, *args: Any, **kw: Any) -> tuple[list[Hit], int]:
-        calls.append(need)
+    def nothing(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
+        calls.append(req.query)
         return [], 0
 
     mem.ranker = nothing
@@ -187,11 +188,11 @@ def test_loading_files_directories_and_multi_document_yaml(tmp_path: Path) -> No
 def test_resolve_ranker_names_and_import_paths() -> None:
     assert resolve_ranker(None) == ("default", None)
     assert resolve_ranker("similarity")[1] is similarity_only
-    assert resolve_ranker("memstrata.ranking:rank_candidates")[1] is not None
+    assert resolve_ranker("memstrata.retrieval.ranking:hybrid")[1] is not None
     with pytest.raises(ValidationError, match="unknown ranker"):
         resolve_ranker("best")
     with pytest.raises(ValidationError, match="cannot load"):
-        resolve_ranker("memstrata.ranking:nope")
+        resolve_ranker("memstrata.retrieval.ranking:nope")
 
 
 def test_cli_eval_table_json_and_exit_status(tmp_path: Path) -> None:

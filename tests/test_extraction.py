@@ -21,19 +21,12 @@ from llm_server import LLMTestServer
 from memstrata import ManualClock, Memory, ProviderError, Scope, ValidationError
 from memstrata.cli import cli
 from memstrata.errors import Conflict
-from memstrata.extraction import (
-    ExplicitProposer,
-    ExtractionReport,
-    LLMProposer,
-    Session,
-    load_transcript,
-    quote_in,
-    support,
-    sync_pending_identity,
-)
-from memstrata.judge import SlotJudge
-from memstrata.llm import AnthropicClient, OpenAICompatibleClient
-from memstrata.transcript import Transcript
+from memstrata.extraction.judges import SlotJudge
+from memstrata.extraction.proposers import ExplicitProposer, LLMProposer
+from memstrata.extraction.run import ExtractionReport, sync_pending_identity
+from memstrata.extraction.session import Session, load_transcript, quote_in, support
+from memstrata.interfaces.transcript import Transcript
+from memstrata.providers.llm import AnthropicClient, OpenAICompatibleClient
 
 ALICE_USER = Scope(user="alice")
 SYSTEM = {"role": "system", "content": "You are the docs team's writing assistant."}
@@ -207,7 +200,8 @@ def test_undo_supersede_restores_the_previous_fact(
 
     result = CliRunner().invoke(cli, ["facts", "undo-supersede", new_ref, "--reason",
                                       "the live standups were a one-week trial",
-                                      "--url", f"sqlite:///{db_path}", "--json"])
+                                      "--url", f"sqlite:///{db_path}", "--user", "alice",
+                                      "--project", "docs-site", "--json"])
     assert result.exit_code == 0, result.output
     restored = json.loads(result.stdout)
     assert restored["id"] == old_ref.removeprefix("fact:") and restored["status"] == "active"
@@ -357,7 +351,7 @@ def test_identity_fact_waits_for_review_and_shows_in_the_task_checkpoint(
     assert "Pending identity changes:" in ctx.text and item.ref in ctx.text
 
     mem.review.approve(item.ref.removeprefix("fact:"), reviewer="bob")
-    synced = sync_pending_identity(mem, alice, "style-guide")
+    synced = sync_pending_identity(mem.facts, mem.checkpoints, alice, "style-guide")
     assert synced is not None and synced.pending_identity_changes == []
     assert synced.version == cp.version + 1
     assert [f.claim for f in mem.facts.current(alice)] == [
@@ -411,7 +405,7 @@ def test_explicit_statements_remember_and_forget(
         {"role": "user", "content": "Forget about the deploy for now."},
     ])
     [item] = gone.forgotten
-    assert item.removed == {"facts": 1, "vectors": 1}
+    assert item.removed == {"facts": 1}  # no embedder here: no vector to remove
     assert [f.claim for f in mem.facts.list(alice)] == [second.claim]
     assert [f.claim for f in mem.facts.current(bob)] == ["Bob prefers async standup updates"]
     raw = db_path.read_bytes()
@@ -510,7 +504,7 @@ def test_summaries_and_system_prompts_cannot_be_cited(mem: Memory, alice: Scope)
             self.turn = turn
 
         def propose(self, session: Session) -> list[Any]:
-            from memstrata.extraction import Proposal
+            from memstrata.extraction.run import Proposal
 
             return [Proposal(claim="the cache key is v0", kind="system_fact",
                              subject="docs-build", attribute="cache_key", turn=self.turn)]
@@ -556,7 +550,7 @@ def test_judge_can_be_chosen_independently_of_the_proposer(
         max_candidates = None
 
         def propose(self, session: Session) -> list[Any]:
-            from memstrata.extraction import Proposal
+            from memstrata.extraction.run import Proposal
 
             return [Proposal(claim="Alice's team is back to live standups this quarter.",
                              kind="preference", subject="alice", attribute="standup_format",
@@ -586,7 +580,7 @@ def test_paraphrase_is_a_duplicate_by_cosine_with_the_minilm_embedder(
             max_candidates = None
 
             def propose(self, session: Session) -> list[Any]:
-                from memstrata.extraction import Proposal
+                from memstrata.extraction.run import Proposal
 
                 return [Proposal(claim="Alice likes getting standup updates asynchronously.",
                                  kind="preference", subject="alice", attribute="status_updates",

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from memstrata.errors import ConfigError
-from memstrata.injection import (
+from memstrata.governance.injection import (
     RULES,
     InjectionDetector,
     detect_injection,

@@ -1,4 +1,4 @@
-"""Conflict judges and the similarity search that feeds them (memstrata.judge)."""
+"""Conflict judges and the similarity search that feeds them (memstrata.extraction.judges)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from llm_server import LLMTestServer, Reply, openai_body
 from memstrata import ManualClock, Memory, ProviderError, Scope
-from memstrata.judge import (
+from memstrata.extraction.judges import (
     NEGATION,
     LLMJudge,
     SlotJudge,
@@ -20,9 +20,9 @@ from memstrata.judge import (
     slot_key,
     term_overlap,
 )
-from memstrata.llm import OpenAICompatibleClient
+from memstrata.governance.policy import Candidate
 from memstrata.models import Fact, build
-from memstrata.policy import Candidate
+from memstrata.providers.llm import OpenAICompatibleClient
 
 ALICE = Scope(user="alice")
 
@@ -79,11 +79,11 @@ def test_conflict_candidates_stay_in_the_exact_scope_and_skip_the_own_slot(
     fact(mem, "Alice prefers async standup updates.", "standup_format",
          scope=Scope(user="alice", project="docs-site"))
     fact(mem, "Alice writes release notes in British English.", "release_notes_language")
-    found = conflict_candidates(mem, cand("Alice's team is back to live standups this quarter.",
+    found = conflict_candidates(mem.facts, cand("Alice's team is back to live standups this quarter.",
                                           "standup_time"))
     assert [(s.fact.id, s.how) for s in found] == [(old.id, "terms")]
     assert own.id not in {s.fact.id for s in found}
-    slot_variant = conflict_candidates(mem, cand("Alice is on Mondays.", "Standup-Formats"))
+    slot_variant = conflict_candidates(mem.facts, cand("Alice is on Mondays.", "Standup-Formats"))
     assert (slot_variant[0].fact.id, slot_variant[0].how) == (old.id, "slot")
     assert [s.how for s in slot_variant[1:]] == ["terms"]  # "standup" in standup_time
 
@@ -92,13 +92,13 @@ def test_resolve_routes_a_supersession_into_the_existing_slot(
         mem: Memory, clock: ManualClock) -> None:
     old = fact(mem, "Alice prefers async standup updates.", "standup_format")
     clock.advance(days=30)
-    res = resolve(mem, cand("Alice is back to live standups.", "Standup formats"), SlotJudge())
+    res = resolve(mem.facts, cand("Alice is back to live standups.", "Standup formats"), SlotJudge())
     assert res.action == "supersede" and res.target is not None and res.target.id == old.id
     assert (res.candidate.subject, res.candidate.attribute) == ("alice", "standup_format")
     written = mem.facts.propose_candidate(res.candidate)
     assert written.status == "superseding" and written.superseded is not None
     assert written.superseded.id == old.id
-    coexist = resolve(mem, cand("Alice's standup notes go to #docs.", "standup_channel"),
+    coexist = resolve(mem.facts, cand("Alice's standup notes go to #docs.", "standup_channel"),
                       SlotJudge())
     assert coexist.action == "as_proposed" and coexist.judged
     assert coexist.note is not None and "coexists with" in coexist.note
@@ -108,12 +108,12 @@ def test_resolve_routes_an_equivalent_claim_as_a_duplicate(
         mem: Memory, clock: ManualClock) -> None:
     old = fact(mem, "Alice prefers async standup updates.", "standup_format")
     clock.advance(days=2)
-    res = resolve(mem, cand("Prefers async stand-up updates", "status_updates"), SlotJudge())
+    res = resolve(mem.facts, cand("Prefers async stand-up updates", "status_updates"), SlotJudge())
     assert res.action == "duplicate" and res.note == f"same content words as {old.ref}"
     written = mem.facts.propose_candidate(res.candidate)
     assert written.status == "duplicate" and written.record is not None
     assert written.record.id == old.id and written.record.last_confirmed_at == clock.now()
-    negated = resolve(mem, cand("Alice does not prefer async standup updates.",
+    negated = resolve(mem.facts, cand("Alice does not prefer async standup updates.",
                                 "status_updates"), SlotJudge())
     assert negated.action != "duplicate"
 
@@ -147,7 +147,7 @@ def test_cosine_finds_conflict_candidates_without_shared_words(
         probe = cand("Alice would rather discuss progress in a meeting.", "progress_meetings")
         assert term_overlap(content_terms(probe.claim, drop=["alice"]),
                             content_terms(old.claim, drop=["alice"])) < 0.2
-        assert conflict_candidates(mem, probe, min_cosine=1.1) == []  # words alone: nothing
-        found = conflict_candidates(mem, probe)
+        assert conflict_candidates(mem.facts, probe, min_cosine=1.1) == []  # words alone: nothing
+        found = conflict_candidates(mem.facts, probe)
         assert [(s.fact.id, s.how) for s in found] == [(old.id, "cosine")]
         assert 0.5 <= found[0].score < 0.9

@@ -22,7 +22,7 @@ from llm_server import (
     openai_body,
 )
 from memstrata.errors import ConfigError, ProviderError
-from memstrata.llm import (
+from memstrata.providers.llm import (
     AnthropicClient,
     LLMClient,
     OpenAICompatibleClient,

@@ -10,16 +10,15 @@ from click.testing import CliRunner
 
 from memstrata import ManualClock, Memory, Scope, ValidationError
 from memstrata.cli import cli
-from memstrata.markdown import (
+from memstrata.interfaces.markdown import (
     EPISODIC,
     FILES,
     IDENTITY,
     WORKING,
-    export_markdown,
-    import_markdown,
     lint_markdown,
 )
-from memstrata.migrate import migrate_memory_file, migrate_text
+from memstrata.interfaces.memory_files import export_markdown, import_markdown
+from memstrata.interfaces.migrate import migrate_memory_file, migrate_text
 
 DATA = Path(__file__).parent / "data"
 ALICE = Scope(user="alice", project="docs-site")

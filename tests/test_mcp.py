@@ -17,8 +17,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from memstrata import Memory, Scope
-from memstrata.mcp_server import INSTRUCTIONS, build_server
-from memstrata.tools import TOOLS
+from memstrata.interfaces.mcp_server import INSTRUCTIONS, build_server
+from memstrata.interfaces.tools import TOOLS
 
 ALICE = Scope(user="alice", project="docs-site")
 BOB = Scope(user="bob", project="docs-site")
@@ -57,7 +57,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("log_episode", {"text": "Preview deploy failed: stale cache", "event": "deploy_failed",
                      "source": "ci:run/812"}),
     ("search_history", {"query": "deploy failed"}),
-    ("recall", {"need": "status updates", "decision": "planning"}),
+    ("recall", {"query": "status updates", "decision": "planning"}),
     ("propose_memory", {"claim": "Deploy previews need a cache purge", "kind": "lesson",
                         "subject": "deploys", "attribute": "preview_cache",
                         "source": "ci:run/812"}),

@@ -22,8 +22,9 @@ from psycopg import sql
 
 from backends import PG_TABLES, migrate
 from memstrata import BackendError, ConfigError, Conflict, ManualClock, Memory, Scope
-from memstrata.embeddings import HashingEmbedder
+from memstrata.providers.embeddings import HashingEmbedder
 from memstrata.store.pg_schema import DEFINER_READ_TABLES, TENANT_TABLES
+from memstrata.store.pg_vectors import PgVectorIndex
 from memstrata.store.postgres import PostgresDatabase
 from services import AppDatabase
 
@@ -353,11 +354,11 @@ def test_vector_search_filters_in_sql_and_walks_hnsw(pg: AppDatabase, clock: Man
     emb = HashingEmbedder(256)
     with Memory.open(pg.app_url, embedder=emb, clock=clock) as mem:
         labels = _vector_corpus(mem)
-        index = mem.rt.index.vectors
-        assert index is not None
+        index = mem.index.vectors
+        assert isinstance(index, PgVectorIndex)
         q = emb.embed_query("deploy failed TLS certificate expired")
         with mem.db.transaction("default", write=False) as tx:
-            got = index.search(tx, "episodes", ALICE, "alice", "", 5, now=clock.now(), qvec=q)
+            got = index.search(tx, ALICE, "alice", q, 5, now=clock.now())
             plan = index.explain(tx, ALICE, "alice", 5, now=clock.now())
             exact = index.explain(tx, ALICE, "alice", 5, now=clock.now(),
                                   exact=True)
@@ -378,8 +379,8 @@ def test_vector_search_filters_in_sql_and_walks_hnsw(pg: AppDatabase, clock: Man
         few = Scope(user="zed", project="solo")
         mem.episodes.append(few, text="zed deployed solo", source="ci", actor="tool")
         with mem.db.transaction("default", write=False) as tx:
-            assert len(index.search(tx, "episodes", few, "zed", "deploy", 5, now=clock.now())
-                       ) == 1
+            assert len(index.search(tx, few, "zed", emb.embed_query("deploy"), 5,
+                                    now=clock.now())) == 1
         # and the hybrid gate keeps the same filter
         refs = mem.recall(ALICE, "deploy failed TLS certificate expired", k=10).refs
         assert {labels[r.split(":")[1]] for r in refs} <= {"alice", "alice-project"}
@@ -393,9 +394,7 @@ def test_another_embedder_is_refused_until_reindex(pg: AppDatabase, clock: Manua
     with Memory.open(pg.app_url, embedder=HashingEmbedder(384), clock=clock) as mem:
         with pytest.raises(ConfigError, match="reindex"):
             mem.recall(ALICE, "CDN cache")
-        index = mem.rt.index.vectors
-        assert index is not None
-        assert index.reindex() == 2
+        assert mem.reindex() == 2
         assert mem.recall(ALICE, "CDN cache purged").items
         with psycopg.connect(pg.admin_url) as conn:
             dims = conn.execute("SELECT DISTINCT dims FROM vectors").fetchall()
@@ -558,10 +557,11 @@ def test_vector_search_honours_dates(pg: AppDatabase, clock: ManualClock) -> Non
         for day in range(1, 11):
             mem.episodes.append(ALICE, text=f"deploy report of day {day}", source="ci",
                                 actor="tool", observed_at=f"2026-07-{day:02d}T12:00:00+00:00")
-        index = mem.rt.index.vectors
+        index = mem.index.vectors
         assert index is not None
         with mem.db.transaction("default", write=False) as tx:
-            got = index.search(tx, "episodes", ALICE, "alice", "deploy report", 5,
+            got = index.search(tx, ALICE, "alice", HashingEmbedder(256).embed_query(
+                               "deploy report"), 5,
                                now=clock.now(), since=datetime(2026, 7, 4, tzinfo=UTC),
                                until=datetime(2026, 7, 6, 23, tzinfo=UTC))
         days = sorted(int(mem.episodes.get(i).text.split()[-1]) for i, _ in got)
@@ -586,7 +586,7 @@ def test_any_insert_registers_its_tenant(pg: AppDatabase) -> None:
         db = mem.db
         assert isinstance(db, PostgresDatabase)
         assert db.tenants() == ["initech"]
-        mem.episodes.append(Scope(tenant="acme", user="u"), text="x", source="s")
+        mem.episodes.append(Scope(tenant="acme", user="u"), text="x", source="s", actor="user")
         assert db.tenants() == ["acme", "initech"]
 
 
@@ -607,7 +607,7 @@ RETRIEVAL_CASES = (
 
 @pytest.fixture(scope="module")
 def minilm() -> Any:
-    from memstrata.embeddings import get_embedder
+    from memstrata.providers.embeddings import get_embedder
 
     emb = get_embedder("minilm")
     emb.embed(["warm up"])
@@ -636,7 +636,8 @@ def test_a_large_index_leaves_out_very_common_words(pg: AppDatabase,
                                    "source": "ci", "actor": "tool"} for i in range(30)])
         mem.episodes.append_many([{"scope": ALICE, "text": f"kubernetes deploy {i} failed",
                                    "source": "ci", "actor": "tool"} for i in range(3)])
-        mem.episodes.append(Scope(tenant="other", user="u"), text="kubernetes", source="s")
+        mem.episodes.append(Scope(tenant="other", user="u"), text="kubernetes", source="s",
+                            actor="user")
         db = mem.db
         assert isinstance(db, PostgresDatabase)
         where, params = mem.episodes.filter_sql(ALICE, None)

@@ -20,7 +20,7 @@ from memstrata import (
     ValidationError,
 )
 from memstrata.cli import cli
-from memstrata.procedures import (
+from memstrata.layers.procedure_model import (
     CaseReport,
     Procedure,
     ProcedureState,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memstrata import ConfigError, ManualClock, Memory, Scope
-from memstrata.embeddings import HashingEmbedder, get_embedder
+from memstrata.providers.embeddings import HashingEmbedder, get_embedder
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +109,7 @@ def test_model_change_is_detected_and_reindex_fixes_it(tmp_path: Path, minilm: A
     other = Memory.open(url, embedder=HashingEmbedder(dims=64))
     with pytest.raises(ConfigError, match="reindex"):
         other.recall(ALICE, "kickoff meeting")
-    assert other.rt.index.vectors is not None
-    assert other.rt.index.vectors.reindex() == 1
+    assert other.reindex() == 1
     assert other.recall(ALICE, "kickoff meeting").items
     other.close()
 
@@ -152,21 +151,22 @@ def test_a_named_subject_ranks_their_episodes_first(vmem: Memory) -> None:
 
 def test_two_stage_search_agrees_with_exact_search(tmp_path: Path, clock: ManualClock,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from memstrata import vectors as vmod
     from memstrata.bench.synthetic import QUERIES, episodes
+    from memstrata.store import sqlite_vectors as vmod
 
     mem = Memory.open(f"sqlite:///{tmp_path / 'p.db'}", clock=clock,
                       embedder=HashingEmbedder(dims=256))
     mem.episodes.append_many([{"scope": ALICE, "text": e.text, "event": e.event,
                                "actor": "tool", "source": e.source,
                                "observed_at": e.observed_at} for e in episodes(3000, seed=5)])
-    index = mem.rt.index.vectors
-    assert index is not None
+    index = mem.index.vectors
+    assert isinstance(index, vmod.SQLiteVectorIndex)
 
     def top(query: str) -> list[str]:
+        qvec = mem.index.embed_query(query)
+        assert qvec is not None
         with mem.db.transaction("default", write=False) as tx:
-            return [i for i, _ in index.search(tx, "episodes", ALICE, "alice", query, 10,
-                                               now=clock.now())]
+            return [i for i, _ in index.search(tx, ALICE, "alice", qvec, 10, now=clock.now())]
 
     exact = {q: top(q) for q in QUERIES}
     monkeypatch.setattr(vmod, "PROJECT_ABOVE", 1000)

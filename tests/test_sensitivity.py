@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from memstrata.errors import ConfigError
-from memstrata.sensitivity import (
+from memstrata.governance.sensitivity import (
     BUILTIN_DETECTORS,
     Finding,
     ScanReport,

@@ -17,11 +17,11 @@ def raw(path: Path) -> sqlite3.Connection:
 def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     c = raw(db_path)
     assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    names = [r[0] for r in c.execute("SELECT name FROM migrations")]
-    assert names == ["m001_initial"]
+    names = [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")]
+    assert names == ["m001_initial", "m002_tenants"]
     mem.close()
     Memory.open(f"sqlite:///{db_path}", embedder=None).close()  # reopen: no re-run
-    assert [r[0] for r in c.execute("SELECT name FROM migrations")] == ["m001_initial"]
+    assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names
 
 
 def test_episodes_are_append_only_in_the_schema(mem: Memory, db_path: Path,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstrata.temporal import window
+from memstrata.retrieval.temporal import window
 
 NOW = datetime(2026, 11, 25, 15, 30, tzinfo=UTC)  # a Wednesday
 

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from memstrata import ManualClock, Memory, Scope
-from memstrata.tools import (
+from memstrata.interfaces.tools import (
     SCOPE_WORDS,
     TOOLS,
     ToolDispatcher,
@@ -59,7 +59,7 @@ def test_schemas_accept_valid_calls_and_refuse_extra_arguments() -> None:
     schemas = {t["name"]: t["input_schema"] for t in anthropic_tools()}
     valid = {"propose_memory": {"claim": "Prefers tabs", "kind": "preference",
                                 "subject": "alice", "attribute": "indent", "source": "chat:1"},
-             "recall": {"need": "deploy steps", "decision": "side_effect"},
+             "recall": {"query": "deploy steps", "decision": "side_effect"},
              "complete_operation": {"key": "k", "external_ref": "post-1"}}
     for name, args in valid.items():
         jsonschema.validate(args, schemas[name])

@@ -12,15 +12,15 @@ import pytest
 
 from llm_server import LLMTestServer, load_recording
 from memstrata.errors import ProviderError, ValidationError
-from memstrata.llm import OpenAICompatibleClient, RecordedClient
-from memstrata.tokens import count_message_tokens, count_tokens
-from memstrata.transcript import (
+from memstrata.interfaces.transcript import (
     ExtractiveSummariser,
     LLMSummariser,
     Summariser,
     Transcript,
     render_messages,
 )
+from memstrata.providers.llm import OpenAICompatibleClient, RecordedClient
+from memstrata.tokens import count_message_tokens, count_tokens
 
 SYSTEM = "You are a release-notes agent for the docs site. Cite the changelog."
 QUESTION = "Write the release notes for docs-site v17. Alice wants British spelling."

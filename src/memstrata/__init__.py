@@ -9,6 +9,8 @@ that filters by scope, status and freshness before it ranks.
     from memstrata import Memory, Scope
     mem = Memory.open()
     scope = Scope(user="alice", project="docs-site")
+
+Only the names in ``__all__`` are public; submodules are the implementation and may move.
 """
 
 from .clock import Clock, ManualClock, SystemClock
@@ -24,6 +26,8 @@ from .errors import (
     ProviderError,
     ValidationError,
 )
+from .governance.policy import PolicyConfig, WritePolicy
+from .layers.scratch import ScratchRead
 from .memory import Memory, Run
 from .models import (
     Checkpoint,
@@ -38,26 +42,29 @@ from .models import (
     Scope,
     WriteResult,
 )
-from .policy import PolicyConfig, WritePolicy
-from .recall import Recall
-
-__version__ = "0.1.0"
+from .retrieval.recall import Recall
+from .version import __version__
 
 # Names from modules with heavier imports (httpx, numpy, YAML) load on first use, so that
 # `import memstrata` and the CLI stay fast.
 _LAZY = {
-    "AnthropicClient": "llm",
-    "ExplicitProposer": "extraction",
-    "ExtractionReport": "extraction",
-    "LLMJudge": "judge",
-    "LLMProposer": "extraction",
-    "OpenAICompatibleClient": "llm",
-    "Procedure": "procedures",
-    "ProcedureState": "procedures",
-    "SlotJudge": "judge",
-    "ToolDispatcher": "tools",
-    "Transcript": "transcript",
-    "get_embedder": "embeddings",
+    "AnthropicClient": "providers.llm",
+    "ExplicitProposer": "extraction.proposers",
+    "ExtractionReport": "extraction.run",
+    "LLMJudge": "extraction.judges",
+    "LLMProposer": "extraction.proposers",
+    "OpenAICompatibleClient": "providers.llm",
+    "Procedure": "layers.procedure_model",
+    "ProcedureState": "layers.procedure_model",
+    "SlotJudge": "extraction.judges",
+    "ToolDispatcher": "interfaces.tools",
+    "anthropic_tools": "interfaces.tools",
+    "openai_tools": "interfaces.tools",
+    "tool_definitions": "interfaces.tools",
+    "Transcript": "interfaces.transcript",
+    "get_embedder": "providers.embeddings",
+    "register_embedder": "providers.embeddings",
+    "register_engine": "store.engines",
 }
 
 
@@ -70,6 +77,11 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AccessDenied",
@@ -105,6 +117,7 @@ __all__ = [
     "Recall",
     "Run",
     "Scope",
+    "ScratchRead",
     "SlotJudge",
     "SystemClock",
     "ToolDispatcher",
@@ -113,5 +126,10 @@ __all__ = [
     "WritePolicy",
     "WriteResult",
     "__version__",
+    "anthropic_tools",
     "get_embedder",
+    "openai_tools",
+    "register_embedder",
+    "register_engine",
+    "tool_definitions",
 ]

@@ -27,7 +27,7 @@ Contract:
 - :func:`load_config` resolves every value once and records where it came
   from (``flag``, ``env:NAME``, ``file:PATH``, ``default``);
   ``memstrata config show`` prints that table. Nothing is opened or created
-  while loading.
+  while loading; ``Memory.from_config(config)`` opens the store it names.
 """
 
 from __future__ import annotations
@@ -37,14 +37,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import ConfigError
+from .governance.policy import PolicyConfig
 from .models import Scope, make_scope
-
-if TYPE_CHECKING:
-    from .memory import Memory
-    from .policy import PolicyConfig
+from .store.engines import default_home
 
 #: Keys of the top level of config.toml, with their environment variable.
 ENV_VARS: dict[str, str] = {
@@ -71,17 +69,11 @@ DEFAULTS: dict[str, Any] = {
 
 def _default(key: str) -> Any:
     if key == "embedder":
-        from .embeddings import missing_minilm_packages
+        from .providers.embeddings import missing_minilm_packages
 
         # the library's own default: the offline MiniLM model when its extra is installed
         return "none" if missing_minilm_packages() else "minilm"
     return DEFAULTS[key]
-
-
-def default_home(env: Mapping[str, str] | None = None) -> Path:
-    """``$MEMSTRATA_HOME`` or ``~/.memstrata``."""
-    env = os.environ if env is None else env
-    return Path(env.get("MEMSTRATA_HOME") or Path.home() / ".memstrata").expanduser()
 
 
 def config_file(env: Mapping[str, str] | None = None) -> Path:
@@ -122,23 +114,7 @@ class Config:
 
     def policy(self) -> PolicyConfig:
         """The write-policy thresholds (library defaults for anything unset)."""
-        from .policy import PolicyConfig
-
         return PolicyConfig(**self.policy_values)
-
-    def open_memory(self, **overrides: Any) -> Memory:
-        """Open the configured store; ``overrides`` go to :meth:`Memory.open`."""
-        from .memory import Memory
-
-        options: dict[str, Any] = {
-            "embedder": None if self.embedder == "none" else self.embedder,
-            "scratch_url": self.scratch_url,
-            "tenant": self.values.get("tenant") or "default",
-        }
-        if self.policy_values:
-            options["policy"] = self.policy()
-        options.update(overrides)
-        return Memory.open(self.url, **options)
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(key, value, source) for every setting, for people."""
@@ -150,8 +126,6 @@ class Config:
             out.append((key, "" if value is None else str(value),
                         self.sources.get(key, "default")))
         for key in POLICY_TYPES:
-            from .policy import PolicyConfig
-
             value = self.policy_values.get(key, getattr(PolicyConfig(), key))
             out.append((f"policy.{key}", str(value), self.sources.get(f"policy.{key}",
                                                                        "default")))

@@ -1,83 +1,86 @@
-"""The public facade: :class:`Memory` ties the layers to one backend.
+"""The public facade: :class:`Memory` composes the wings over one backend.
 
 ``Memory.open()`` opens the embedded default (``$MEMSTRATA_HOME/memory.db``);
-``Memory.open("sqlite:///path")`` or ``Memory.open("postgresql://...")`` picks
-another. The facade holds no state of its own beyond the open connections:
-every layer reads and writes through the backend, so any number of
-processes can share one store. ``mem.run(scope, task=...)`` opens a run whose
-scratchpad is discarded when it ends.
+``Memory.open("sqlite:///path")`` or ``Memory.open("postgresql://...")`` picks another.
+The facade holds no state of its own beyond the open connections: every layer reads and
+writes through the backend, so any number of processes can share one store. It builds the
+layers (:mod:`memstrata.layers`), the retrieval gate and context assembly
+(:mod:`memstrata.retrieval`) and extraction (:mod:`memstrata.extraction`), handing each the
+parts it uses; nothing below this module imports it. ``mem.run(scope, task=...)`` opens a
+run whose scratchpad is discarded when it ends.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .checkpoints import Checkpoints
 from .clock import Clock, SystemClock
-from .context import assemble
-from .episodes import Episodes
+from .config import Config
 from .errors import NotFound, ValidationError
-from .facts import Facts, Review
-from .forget import forget as _forget
+from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
-from .ledger import Ledger
-from .models import (
-    Checkpoint,
-    Context,
-    Episode,
-    Fact,
-    ForgetReport,
-    Hit,
-    Operation,
-    Scope,
-    make_scope,
-)
-from .policy import PolicyConfig, WritePolicy
-from .recall import Recall
-from .recall import recall as _recall
-from .runtime import Indexer, Runtime
-from .scoping import SCOPE_COLUMNS, scope_values
-from .scratch import DEFAULT_TTL, Scratch, ScratchStore, SQLScratchStore
-from .store.base import Database, open_database
+from .inputs import text_arg
+from .layers.checkpoints import Checkpoints
+from .layers.episodes import Episodes
+from .layers.facts import RETIRE_AFTER_CONTRADICTIONS, Facts
+from .layers.feedback import SIGNALS as FEEDBACK_SIGNALS
+from .layers.feedback import Feedback
+from .layers.forget import ForgetTargets
+from .layers.forget import forget as _forget
+from .layers.indexing import RecordIndex
+from .layers.indexing import reindex as _reindex
+from .layers.ledger import Ledger
+from .layers.procedures import Procedures
+from .layers.retention import sweep as _sweep
+from .layers.review import Review
+from .layers.runs import Runs
+from .layers.scratch import DEFAULT_TTL, Scratch, SQLScratchStore
+from .models import Checkpoint, Context, Episode, Fact, ForgetReport, Operation, Scope, make_scope
+from .retrieval.context import assemble
+from .retrieval.ranking import Ranker, RankSources, hybrid
+from .retrieval.recall import Gate, Recall
+from .store.base import Database, ScratchStore
+from .store.doctor import verify
+from .store.engines import open_database
 
 if TYPE_CHECKING:
-    from .procedures import Procedures
+    from collections.abc import Callable
 
-FEEDBACK_SIGNALS = ("useful", "contradicted", "superseded", "ignored")
-#: Contradicted this many times, a fact is retired (and flagged for review).
-RETIRE_AFTER_CONTRADICTIONS = 3
+    from .extraction.proposers import Proposer
+    from .extraction.run import ExtractionReport
+    from .providers.embeddings import Embedder
 
 
 class Memory:
     """Layered memory for one agent deployment."""
 
     def __init__(self, db: Database, *, clock: Clock | None = None,
-                 policy: WritePolicy | PolicyConfig | None = None, embedder: Any = None,
-                 scratch_store: ScratchStore | None = None, tenant: str = "default") -> None:
+                 policy: WritePolicy | PolicyConfig | None = None,
+                 embedder: Embedder | None = None, scratch_store: ScratchStore | None = None,
+                 tenant: str = "default") -> None:
         if isinstance(policy, PolicyConfig):
             policy = WritePolicy(policy)
         self.db = db
-        vectors = None
-        if embedder is not None:
-            from .vectors import make_vector_index
-
-            vectors = make_vector_index(db, embedder)
-        self.rt = Runtime(db=db, clock=clock or SystemClock(), policy=policy or WritePolicy(),
-                          indexer=Indexer(db, vectors), default_tenant=tenant)
-        self.facts = Facts(self.rt)
-        self.review = Review(self.rt, self.facts)
-        self.episodes = Episodes(self.rt)
-        self.checkpoints = Checkpoints(self.rt)
-        self.ledger = Ledger(self.rt)
-        self.scratch_store: ScratchStore = scratch_store or SQLScratchStore(self.rt)
-        self._procedures: Procedures | None = None
-        #: Replaces :func:`memstrata.ranking.rank_candidates` (same signature) in ``recall``
-        #: when set; the seam the evaluation harness uses to compare rankers.
-        self.ranker: Callable[..., tuple[list[Hit], int]] | None = None
+        self.clock: Clock = clock or SystemClock()
+        self.policy: WritePolicy = policy or WritePolicy()
+        self.default_tenant = tenant
+        self.index = RecordIndex(db, embedder)
+        self.facts = Facts(db, self.clock, self.policy, self.index, default_tenant=tenant)
+        self.review = Review(db, self.facts, self.index, self.clock)
+        self.episodes = Episodes(db, self.clock, self.policy, self.index, default_tenant=tenant)
+        self.checkpoints = Checkpoints(db, self.clock)
+        self.ledger = Ledger(db, self.clock)
+        self.runs = Runs(db, self.clock)
+        self.procedures = Procedures(db, self.clock, default_tenant=tenant)
+        self._feedback = Feedback(db, self.clock, self.facts, self.episodes,
+                                  default_tenant=tenant)
+        self.scratch_store: ScratchStore = scratch_store or SQLScratchStore(db)
+        self.gate = Gate(RankSources(db, self.facts, self.episodes, self.index), self.policy,
+                         self.clock)
 
     @classmethod
     def open(cls, url: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
@@ -89,43 +92,56 @@ class Memory:
         ``embedder``: ``"default"`` uses the configured embedder (``$MEMSTRATA_EMBEDDER``,
         else the offline MiniLM model when installed), ``None`` disables vectors,
         or pass an Embedder instance or spec string (``"minilm"``, ``"hash"``, ...).
+        ``scratch_url`` (or ``$MEMSTRATA_SCRATCH_URL``): scratch in Redis.
         """
-        db = open_database(url, **db_options)
         emb = _resolve_embedder(embedder)
-        scratch_store = None
+        db = open_database(url, **db_options)
         scratch_url = scratch_url or os.environ.get("MEMSTRATA_SCRATCH_URL")
-        mem = cls(db, clock=clock, policy=policy, embedder=emb, tenant=tenant)
-        if scratch_url:
-            from .store.redis_scratch import RedisScratchStore
+        scratch_store = None
+        try:
+            if scratch_url:
+                from .store.redis_scratch import RedisScratchStore
 
-            scratch_store = RedisScratchStore.from_url(scratch_url)
-            mem.scratch_store = scratch_store
-        return mem
+                scratch_store = RedisScratchStore.from_url(scratch_url)
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, clock=clock, policy=policy, embedder=emb, tenant=tenant,
+                   scratch_store=scratch_store)
 
-    @property
-    def procedures(self) -> Procedures:
-        """Versioned procedures with eval-gated activation (:mod:`memstrata.procedures`)."""
-        if self._procedures is None:
-            from .procedures import Procedures
-
-            self._procedures = Procedures(self.rt)
-        return self._procedures
+    @classmethod
+    def from_config(cls, config: Config, **overrides: Any) -> Memory:
+        """Open the store a :class:`~memstrata.config.Config` names (``memstrata`` CLI and
+        servers); ``overrides`` go to :meth:`open`."""
+        options: dict[str, Any] = {
+            "embedder": None if config.embedder == "none" else config.embedder,
+            "scratch_url": config.scratch_url,
+            "tenant": config.values.get("tenant") or "default",
+        }
+        if config.policy_values:
+            options["policy"] = config.policy()
+        options.update(overrides)
+        return cls.open(config.url, **options)
 
     # -- plumbing ---------------------------------------------------------
     @property
-    def clock(self) -> Clock:
-        return self.rt.clock
+    def embedder(self) -> Embedder | None:
+        """The embedder records are indexed with (None: lexical search only)."""
+        return self.index.embedder
 
     @property
-    def embedder(self) -> Any:
-        v = self.rt.index.vectors
-        return v.embedder if v is not None else None
+    def ranker(self) -> Ranker:
+        """The ranking function of the gate (the seam the evaluation harness uses)."""
+        return self.gate.ranker
+
+    @ranker.setter
+    def ranker(self, value: Ranker | None) -> None:
+        self.gate.ranker = value or hybrid
 
     def close(self) -> None:
+        """Close the database and the scratch store."""
         self.db.close()
-        close = getattr(self.scratch_store, "close", None)
-        if close is not None:
-            close()
+        self.scratch_store.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -139,7 +155,7 @@ class Memory:
 
     # -- runs -------------------------------------------------------------
     def run(self, scope: Scope | dict[str, Any], *, task: str | None = None,
-            run_id: str | None = None, ttl: timedelta = DEFAULT_TTL) -> Run:
+            run_id: str | None = None, ttl: timedelta | float = DEFAULT_TTL) -> Run:
         """Open a run: a scratchpad, the task's checkpoint and the ledger, bound to scope."""
         return Run(self, make_scope(scope), task=task, run_id=run_id, ttl=ttl)
 
@@ -152,128 +168,94 @@ class Memory:
         if not isinstance(ref, str) or ":" not in ref:
             raise ValidationError(f"not a reference: {ref!r}",
                                   hint="references look like fact:ID or episode:ID")
-        sc = make_scope(scope) if scope is not None else None
-        tenant = sc.tenant if sc else self.rt.default_tenant
         layer, _, ident = ref.partition(":")
-        record: Fact | Episode | Checkpoint
         if layer == "fact":
-            record = self.facts.get(ident, tenant=tenant)
-        elif layer == "episode":
-            record = self.episodes.get(ident, tenant=tenant)
-        elif layer == "checkpoint":
+            return self.facts.get(ident, scope, principal=principal)
+        if layer == "episode":
+            return self.episodes.get(ident, scope, principal=principal)
+        if layer == "checkpoint":
             task, _, version = ident.rpartition("@")
-            if sc is None:
-                raise ValidationError("opening a checkpoint reference needs a scope")
-            found = [c for c in self.checkpoints.versions(sc, task) if str(c.version) == version]
+            if scope is None:
+                raise ValidationError("opening a checkpoint reference needs a scope",
+                                      hint="pass scope=Scope(user=..., project=...)")
+            found = [c for c in self.checkpoints.versions(scope, task)
+                     if str(c.version) == version]
             if not found:
                 raise NotFound(f"no checkpoint {ref}")
             return found[0]
-        else:
-            raise ValidationError(f"unknown reference type {layer!r}",
-                                  hint="fact:ID, episode:ID or checkpoint:TASK@N")
-        if sc is not None:
-            who = principal if principal is not None else sc.user
-            if not record.scope.applies_to(sc) or (
-                record.readers is not None and who not in record.readers
-            ):
-                raise NotFound(f"no {layer} {ident} in {sc}")
-        return record
+        raise ValidationError(f"unknown reference type {layer!r}",
+                              hint="fact:ID, episode:ID or checkpoint:TASK@N")
 
-    def recall(self, scope: Scope | dict[str, Any], need: str, *, decision: str = "lookup",
-               layers: Sequence[str] | None = None, k: int = 5, budget_tokens: int = 800,
-               principal: str | None = None, since: datetime | None = None,
-               until: datetime | None = None) -> Recall:
-        """The retrieval gate (DESIGN §6)."""
-        return _recall(self, scope, need, decision=decision, layers=layers, k=k,
-                       budget_tokens=budget_tokens, principal=principal, since=since,
-                       until=until)
+    def recall(self, scope: Scope | dict[str, Any], query: str | None = None, *,
+               decision: str = "lookup", layers: Sequence[str] | None = None, k: int = 5,
+               budget_tokens: int = 800, principal: str | None = None,
+               since: datetime | str | None = None, until: datetime | str | None = None,
+               need: str | None = None) -> Recall:
+        """The retrieval gate (DESIGN §6). ``query`` says what is needed (``need=`` is the
+        older spelling)."""
+        return self.gate.recall(scope, _query(query, need), decision=decision, layers=layers,
+                                k=k, budget_tokens=budget_tokens, principal=principal,
+                                since=since, until=until)
 
     def context(self, scope: Scope | dict[str, Any], task: str | None = None,
                 query: str | None = None, budget_tokens: int = 2000, *,
-                principal: str | None = None, facts_cap: int = 40) -> Context:
-        """What a session starts with, within a token budget, with a manifest."""
-        return assemble(self, scope, task=task, query=query, budget_tokens=budget_tokens,
-                        principal=principal, facts_cap=facts_cap)
+                principal: str | None = None, facts_limit: int | None = None,
+                facts_cap: int | None = None) -> Context:
+        """What a session starts with, within a token budget, with a manifest.
+        ``facts_limit`` caps the standard facts (``facts_cap=`` is the older spelling)."""
+        if facts_limit is not None and facts_cap is not None and facts_limit != facts_cap:
+            raise ValidationError("facts_limit= and facts_cap= differ", hint="pass one")
+        limit = facts_limit if facts_limit is not None else facts_cap
+        return assemble(self.facts, self.checkpoints, self.gate, self.clock, scope, task=task,
+                        query=query, budget_tokens=budget_tokens, principal=principal,
+                        facts_limit=40 if limit is None else limit)
 
-    def feedback(self, ref: str, signal: str, *, note: str | None = None,
+    def feedback(self, ref: str, signal: str, *, scope: Scope | dict[str, Any] | None = None,
+                 principal: str | None = None, note: str | None = None,
                  tenant: str | None = None) -> dict[str, Any]:
-        """Record how a recalled item served; repeated contradiction retires a fact."""
-        if signal not in FEEDBACK_SIGNALS:
-            raise ValidationError(f"signal must be one of {', '.join(FEEDBACK_SIGNALS)}")
-        tenant = tenant or self.rt.default_tenant
-        layer, _, ident = ref.partition(":")
-        if layer == "fact":
-            fact = self.facts.get(ident, tenant=tenant)
-        elif layer == "episode":
-            self.episodes.get(ident, tenant=tenant)
-            fact = None
-        else:
-            raise ValidationError(f"feedback takes fact:ID or episode:ID refs, got {ref!r}")
-        action = "recorded"
-        with self.db.transaction(tenant) as tx:
-            tx.execute("INSERT INTO feedback (tenant, ref, signal, note, created_at) "
-                       "VALUES (?, ?, ?, ?, ?)", (tenant, ref, signal, note, self.clock.now()))
-            if fact is not None and signal == "contradicted":
-                n = tx.one("SELECT count(*) AS n FROM feedback WHERE tenant = ? AND ref = ? "
-                           "AND signal = 'contradicted'", (tenant, ref))
-                count = int(n["n"]) if n else 0
-                tx.execute("UPDATE facts SET feedback_score = feedback_score - 1 "
-                           "WHERE tenant = ? AND id = ?", (tenant, fact.id))
-                if count >= RETIRE_AFTER_CONTRADICTIONS and fact.status == "active":
-                    tx.execute("UPDATE facts SET status = 'retired', valid_to = ?, reason = ? "
-                               "WHERE tenant = ? AND id = ?",
-                               (self.clock.now(), f"retired after {count} contradictions",
-                                tenant, fact.id))
-                    action = "retired"
-                else:
-                    action = "demoted"
-            elif fact is not None and signal == "useful":
-                tx.execute("UPDATE facts SET feedback_score = feedback_score + 1, "
-                           "last_confirmed_at = ? WHERE tenant = ? AND id = ?",
-                           (self.clock.now(), tenant, fact.id))
-        return {"ref": ref, "signal": signal, "action": action}
+        """Record how a recalled item served; repeated contradiction retires a fact. With
+        ``scope``, the record must apply to it (NotFound otherwise)."""
+        return self._feedback.record(ref, signal, scope=scope, principal=principal, note=note,
+                                     tenant=tenant)
 
     # -- writes across layers ---------------------------------------------
-    def extract(self, scope: Scope | dict[str, Any], transcript: Any, proposer: Any = None,
-                **options: Any) -> Any:
+    def extract(self, scope: Scope | dict[str, Any], transcript: Any,
+                proposer: Proposer | None = None, **options: Any) -> ExtractionReport:
         """End-of-session extraction through the write policy (DESIGN §5)."""
-        from .extraction import extract
+        from .extraction.run import ExtractionTargets, extract
 
-        return extract(self, make_scope(scope), transcript, proposer, **options)
+        targets = ExtractionTargets(
+            facts=self.facts, checkpoints=self.checkpoints, policy=self.policy,
+            clock=self.clock, forget_ids=lambda sc, ids: self.forget(sc, record_ids=ids))
+        return extract(targets, make_scope(scope), transcript, proposer, **options)
 
     def forget(self, scope: Scope | dict[str, Any], match: str | None = None, *,
                subject: str | None = None, record_ids: Sequence[str] | None = None,
                force: bool = False, dry_run: bool = False) -> ForgetReport:
         """Delete for real, everywhere the content lives; returns counts per layer."""
-        return _forget(self.rt, self.scratch_store, make_scope(scope), match=match,
-                       subject=subject, record_ids=record_ids, force=force, dry_run=dry_run)
+        targets = ForgetTargets(self.facts, self.episodes, self.checkpoints, self.ledger,
+                                self.procedures, self.runs, self._feedback, self.scratch_store)
+        report = _forget(self.db, targets, scope, match=match, subject=subject,
+                         record_ids=record_ids, force=force, dry_run=dry_run)
+        if not dry_run and self.index.vectors is not None:
+            self.index.vectors.invalidate()
+        return report
 
     def sweep(self) -> dict[str, int]:
         """Retention: expire scratch by TTL, facts and episodes by ``expires_at``."""
-        now = self.clock.now()
-        out = {"scratch": self.scratch_store.sweep(now), "facts": 0, "episodes": 0}
-        # A backend with row-level security (PostgreSQL) shows one tenant per transaction.
-        tenants = getattr(self.db, "tenants", None)
-        for tenant in tenants() if tenants is not None else [self.rt.default_tenant]:
-            with self.db.transaction(tenant, maintenance=True) as tx:
-                out["facts"] += tx.execute(
-                    "UPDATE facts SET status = 'expired', valid_to = expires_at WHERE status "
-                    "IN ('active', 'pending_review') AND expires_at IS NOT NULL AND "
-                    "expires_at <= ?", (now,))
-                out["episodes"] += tx.execute(
-                    "DELETE FROM episodes WHERE expires_at IS NOT NULL AND expires_at <= ?",
-                    (now,))
-        if out["episodes"]:
-            self.db.compact()
-        return out
+        return _sweep(self.db, self.clock, self.facts, self.episodes, self.scratch_store)
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Re-embed every fact and episode with the current embedder (after a model
+        change); returns how many records were embedded."""
+        return _reindex(self.index, [self.facts, self.episodes], progress=progress)
 
     def doctor(self) -> list[str]:
         """Re-derive the stored invariants; returns what is broken (empty = healthy)."""
-        from .doctor import verify
-
-        return verify(self)
+        return verify(self.db, self.clock.now())
 
     def stats(self) -> dict[str, Any]:
+        """Row counts, size and migrations of the store."""
         return self.db.stats()
 
 
@@ -281,22 +263,18 @@ class Run:
     """One run of an agent: scratch (discarded on exit), checkpoint, ledger."""
 
     def __init__(self, mem: Memory, scope: Scope, *, task: str | None, run_id: str | None,
-                 ttl: timedelta) -> None:
+                 ttl: timedelta | float) -> None:
         self.mem = mem
         self.scope = scope
-        self.task = task
+        self.task = None if task is None else text_arg(task, "task", max_len=128)
         self.run_id = run_id or new_id()
-        self.scratch = Scratch(mem.scratch_store, mem.rt, scope, self.run_id, ttl)
-        self.checkpoint = RunCheckpoint(mem, scope, task, self.run_id)
+        self.scratch = Scratch(mem.scratch_store, mem.clock, scope, self.run_id, ttl)
+        self.checkpoint = RunCheckpoint(mem, scope, self.task, self.run_id)
         self.ledger = RunLedger(mem, scope, self.run_id)
         self._open = False
 
     def __enter__(self) -> Run:
-        with self.mem.db.transaction(self.scope.tenant) as tx:
-            tx.execute(f"INSERT INTO runs ({SCOPE_COLUMNS}, run_id, task, started_at) VALUES "
-                       "(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, run_id) DO NOTHING",
-                       (*scope_values(self.scope), self.run_id, self.task,
-                        self.mem.clock.now()))
+        self.mem.runs.start(self.scope, self.run_id, self.task)
         self._open = True
         return self
 
@@ -310,9 +288,7 @@ class Run:
             return
         self._open = False
         self.scratch.discard()
-        with self.mem.db.transaction(self.scope.tenant) as tx:
-            tx.execute("UPDATE runs SET ended_at = ? WHERE tenant = ? AND run_id = ?",
-                       (self.mem.clock.now(), self.scope.tenant, self.run_id))
+        self.mem.runs.end(self.scope, self.run_id)
 
 
 class RunCheckpoint:
@@ -327,10 +303,12 @@ class RunCheckpoint:
         return self._task
 
     def save(self, **fields: Any) -> Checkpoint:
+        """Save the task's checkpoint (see :meth:`Checkpoints.save`)."""
         return self._mem.checkpoints.save(self._scope, self._need_task(),
-                                          updated_by=f"run:{self._run_id}", **fields)
+                                          by=f"run:{self._run_id}", **fields)
 
     def load(self) -> Checkpoint | None:
+        """The task's current checkpoint, or None."""
         return self._mem.checkpoints.current(self._scope, self._need_task())
 
     current = load
@@ -355,13 +333,22 @@ class RunLedger:
         return self._mem.ledger.get(self._scope, key)
 
 
-def _resolve_embedder(embedder: Any) -> Any:
+def _query(query: str | None, need: str | None) -> str:
+    if query is not None and need is not None and query != need:
+        raise ValidationError("query= and need= differ", hint="pass one")
+    value = query if query is not None else need
+    if value is None:
+        raise ValidationError("recall needs a query", hint="describe in a sentence what is needed")
+    return value
+
+
+def _resolve_embedder(embedder: Any) -> Embedder | None:
     if embedder is None or embedder == "none":
         return None
     if embedder == "default":
         spec = os.environ.get("MEMSTRATA_EMBEDDER") or None
         if spec is None:
-            from .embeddings import missing_minilm_packages
+            from .providers.embeddings import missing_minilm_packages
 
             # the offline MiniLM model when its extra is installed; lexical-only otherwise
             return None if missing_minilm_packages() else _resolve_embedder("minilm")
@@ -369,10 +356,11 @@ def _resolve_embedder(embedder: Any) -> Any:
             return None
         embedder = spec
     if isinstance(embedder, str):
-        from .embeddings import get_embedder
+        from .providers.embeddings import get_embedder
 
         return get_embedder(embedder)
-    return embedder
+    resolved: Embedder = embedder
+    return resolved
 
 
-__all__ = ["Memory", "Run"]
+__all__ = ["FEEDBACK_SIGNALS", "RETIRE_AFTER_CONTRADICTIONS", "Memory", "Run"]

@@ -11,15 +11,25 @@ bytes, stripped, within the field's size limit.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
-from .clock import ensure_utc
-from .errors import ValidationError
+from .errors import PolicyRejected, ValidationError
+from .inputs import (
+    MAX_CLAIM,
+    MAX_NAME,
+    MAX_SOURCE,
+    MAX_TEXT,
+    check_name,
+    clean_text,
+    readers_list,
+    slot_name,
+    unit_interval,
+    utc_or_none,
+)
 
 Actor = Literal["user", "tool", "agent", "reviewer", "system", "import"]
 FactKind = Literal[
@@ -38,41 +48,57 @@ ACTORS: tuple[str, ...] = ("user", "tool", "agent", "reviewer", "system", "impor
 FACT_KINDS: tuple[str, ...] = (
     "preference", "profile", "constraint", "relationship", "system_fact", "decision", "lesson",
 )
-
-MAX_NAME = 128
-MAX_CLAIM = 1000
-MAX_TEXT = 8000
-MAX_SOURCE = 500
-_NAME_RE = re.compile(r"^[\w.@:+\-/]+$")
+#: The confidence a proposal gets when its caller states none (API, tools, extraction).
+DEFAULT_CONFIDENCE = 0.9
 
 
-def clean_text(value: Any, *, field: str, max_len: int, allow_empty: bool = False) -> str:
-    """Check one text value against the shared text rules; returns it stripped."""
-    if not isinstance(value, str):
-        raise ValueError(f"{field} must be a string, got {type(value).__name__}")
-    if "\x00" in value:
-        raise ValueError(f"{field} contains a NUL byte")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"{field} is not valid UTF-8 (lone surrogate)") from exc
-    value = value.strip()
-    if not value and not allow_empty:
-        raise ValueError(f"{field} must not be empty")
-    if len(value) > max_len:
-        raise ValueError(f"{field} is {len(value)} characters; the limit is {max_len}")
-    return str(value)
+# -- field types: each rule written once (memstrata.inputs), used by every model ------------
+
+def _text(max_len: int, *, optional: bool = False, allow_empty: bool = False) -> Any:
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if value is None and optional:
+            return None
+        return clean_text(value, field=str(info.field_name), max_len=max_len,
+                          allow_empty=allow_empty)
+
+    return BeforeValidator(check)
 
 
-def _check_name(value: Any, field: str) -> str | None:
-    if value is None:
-        return None
-    text = clean_text(value, field=field, max_len=MAX_NAME)
-    if not _NAME_RE.match(text):
-        raise ValueError(
-            f"{field} {text!r} may only contain letters, digits and . @ : + - / _"
-        )
-    return text
+def _slot(value: Any, info: ValidationInfo) -> str:
+    return slot_name(value, str(info.field_name))
+
+
+def _date(value: Any, info: ValidationInfo) -> datetime | None:
+    return utc_or_none(value, str(info.field_name))
+
+
+def _confidence(value: Any, info: ValidationInfo) -> float:
+    return unit_interval(value, str(info.field_name))
+
+
+#: A short name (event type, subject): text of at most MAX_NAME characters.
+NameText = Annotated[str, _text(MAX_NAME)]
+OptionalNameText = Annotated[str | None, _text(MAX_NAME, optional=True)]
+#: Free text of a record (episode text, evidence, outcome, reason).
+LongText = Annotated[str, _text(MAX_TEXT)]
+OptionalLongText = Annotated[str | None, _text(MAX_TEXT, optional=True)]
+#: A fact's claim: 1-3 sentences.
+ClaimText = Annotated[str, _text(MAX_CLAIM)]
+#: Where a record came from.
+SourceText = Annotated[str, _text(MAX_SOURCE)]
+#: A fact's subject or attribute: lower-cased, whitespace collapsed.
+SlotText = Annotated[str, BeforeValidator(_slot)]
+#: An aware UTC datetime (ISO text accepted; naive datetimes refused).
+UTCDateTime = Annotated[datetime | None, BeforeValidator(_date)]
+#: A number from 0 to 1.
+Confidence = Annotated[float, BeforeValidator(_confidence)]
+#: Principals allowed to read a record (None: the whole scope).
+Readers = Annotated[list[str] | None, BeforeValidator(lambda v: readers_list(v))]
+
+
+def is_stale(recheck_after: datetime | None, now: datetime) -> bool:
+    """The one definition of "stale": past its recheck date, so re-check before relying."""
+    return recheck_after is not None and recheck_after < now
 
 
 class _Model(BaseModel):
@@ -96,7 +122,7 @@ class Scope(BaseModel):
     @field_validator("tenant", mode="before")
     @classmethod
     def _tenant(cls, v: Any) -> str:
-        out = _check_name(v, "tenant")
+        out = check_name(v, "tenant")
         if out is None:
             raise ValueError("tenant must be set")
         return out
@@ -104,7 +130,7 @@ class Scope(BaseModel):
     @field_validator("user", "project", "agent", mode="before")
     @classmethod
     def _names(cls, v: Any, info: pydantic.ValidationInfo) -> str | None:
-        return _check_name(v, str(info.field_name))
+        return check_name(v, str(info.field_name))
 
     @property
     def key(self) -> str:
@@ -144,38 +170,8 @@ class Provenance(_Model):
     """Who said it (actor), where it came from (source), and optional evidence."""
 
     actor: Actor
-    source: str
-    evidence: str | None = None
-
-    @field_validator("source", mode="before")
-    @classmethod
-    def _source(cls, v: Any) -> str:
-        return clean_text(v, field="source", max_len=MAX_SOURCE)
-
-    @field_validator("evidence", mode="before")
-    @classmethod
-    def _evidence(cls, v: Any) -> str | None:
-        return None if v is None else clean_text(v, field="evidence", max_len=MAX_TEXT)
-
-
-def _utc(v: Any, name: str) -> datetime | None:
-    if v is None:
-        return None
-    try:
-        return ensure_utc(v, field=name)
-    except ValidationError as exc:
-        raise ValueError(exc.message) from exc
-
-
-def _readers(v: Any) -> list[str] | None:
-    if v is None:
-        return None
-    if isinstance(v, str) or not isinstance(v, list | tuple | set | frozenset):
-        raise ValueError("readers must be a list of principal names or None")
-    out: list[str] = sorted({str(_check_name(x, "reader")) for x in v})
-    if not out:
-        raise ValueError("readers must name at least one principal (None means the whole scope)")
-    return out
+    source: SourceText
+    evidence: OptionalLongText = None
 
 
 class Fact(_Model):
@@ -216,6 +212,10 @@ class Fact(_Model):
     @property
     def source(self) -> str:
         return self.provenance.source
+
+    def is_stale(self, now: datetime) -> bool:
+        """Past its recheck date (:func:`is_stale`): re-check before relying on it."""
+        return is_stale(self.recheck_after, now)
 
 
 class Episode(_Model):
@@ -318,7 +318,17 @@ class WriteResult(_Model):
 
     @property
     def ok(self) -> bool:
+        """Stored or confirmed (committed, superseding, duplicate)."""
         return self.status in ("committed", "superseding", "duplicate")
+
+    def raise_for_status(self) -> WriteResult:
+        """Raise :class:`~memstrata.errors.PolicyRejected` when the write was refused; else
+        return self, so ``mem.facts.propose(...).raise_for_status().record`` reads well."""
+        if self.status == "rejected":
+            raise PolicyRejected(f"write refused: {self.reason}",
+                                 hint="the reason says what to change; nothing was stored",
+                                 reason=self.reason, detectors=list(self.detectors))
+        return self
 
 
 class ForgetReport(_Model):
@@ -388,6 +398,7 @@ def make_scope(scope: Scope | dict[str, Any] | None = None, **fields: Any) -> Sc
 __all__ = [
     "ACTORS",
     "CHECKPOINT_FIELDS",
+    "DEFAULT_CONFIDENCE",
     "FACT_KINDS",
     "Checkpoint",
     "Context",
@@ -401,6 +412,6 @@ __all__ = [
     "Scope",
     "WriteResult",
     "build",
-    "clean_text",
+    "is_stale",
     "make_scope",
 ]

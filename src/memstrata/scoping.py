@@ -11,6 +11,9 @@ Two relations between a record's scope and a request's scope:
 
 Readers: a record with ``readers`` set is visible only to those principals;
 the principal of a request defaults to its user.
+
+By-id calls name their caller with :func:`resolve_caller`: a scope (the record must apply
+to it and be readable) or, without one, the operator of a tenant.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .models import Scope
+from .errors import ValidationError
+from .inputs import name_arg
+from .models import Scope, make_scope
 
 _FIELDS = (("s_user", "user"), ("s_project", "project"), ("s_agent", "agent"))
 
@@ -69,8 +74,25 @@ def scope_from_row(row: dict[str, Any]) -> Scope:
 
 
 def principal_of(scope: Scope, principal: str | None) -> str | None:
-    """The principal a read is made for: explicit, else the scope's user."""
-    return principal if principal is not None else scope.user
+    """The principal a read is made for: explicit (a valid name), else the scope's user."""
+    return name_arg(principal, "principal") if principal is not None else scope.user
+
+
+def resolve_caller(scope: Scope | dict[str, Any] | None, tenant: str | None,
+                   default_tenant: str) -> tuple[str, Scope | None]:
+    """Who makes a by-id call: ``(tenant, scope)``.
+
+    With a scope, the record must apply to it and be readable by its principal, else the
+    call raises NotFound (no existence leak). Without one, the call is the operator's:
+    every record of the tenant (``tenant=``, else the store's default tenant).
+    """
+    if scope is not None:
+        sc = make_scope(scope)
+        if tenant is not None and tenant != sc.tenant:
+            raise ValidationError(f"tenant={tenant!r} contradicts the scope's tenant "
+                                  f"{sc.tenant!r}", hint="pass one of them")
+        return sc.tenant, sc
+    return name_arg(tenant, "tenant") or default_tenant, None
 
 
 def dump_readers(readers: list[str] | None) -> str | None:
@@ -93,16 +115,8 @@ __all__ = [
     "load_json_list",
     "owned_sql",
     "principal_of",
+    "resolve_caller",
     "scope_from_row",
     "scope_values",
 ]
 
-
-def contains_sql(column: str) -> str:
-    """Portable case-insensitive substring test with one parameter (see :func:`like_param`)."""
-    return f"lower({column}) LIKE ? ESCAPE '\\'"
-
-
-def like_param(match: str) -> str:
-    escaped = match.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"

@@ -56,7 +56,7 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
     """Fill a store with ``n`` episodes and time recall. With ``distinct`` < n, texts repeat
     (with new dates and sources) after ``distinct`` of them and each distinct text is
     embedded once; write throughput is then reported for the distinct phase only."""
-    from ..embeddings import get_embedder
+    from ..providers.embeddings import get_embedder
 
     distinct = min(distinct or n, n) or 1
     tmp = Path(tempfile.mkdtemp(prefix="memstrata-latency-"))

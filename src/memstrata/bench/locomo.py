@@ -21,7 +21,7 @@ Contract:
 - :func:`run` is the one call behind ``memstrata bench locomo --data PATH``: load, evaluate
   the four retrievers in one run, return JSON-ready figures (:func:`format_table` /
   :func:`table_rows` render them). Nothing is downloaded; the embedder is resolved with
-  :func:`memstrata.embeddings.get_embedder`.
+  :func:`memstrata.providers.embeddings.get_embedder`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from memstrata.tokens import count_tokens
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from memstrata.embeddings import Embedder
+    from memstrata.providers.embeddings import Embedder
 
     Vectors = npt.NDArray[np.float32]
 
@@ -773,7 +773,7 @@ def run(
     convs, report = load_locomo(data)
     emb: Embedder | None
     if isinstance(embedder, str):
-        from memstrata.embeddings import get_embedder
+        from memstrata.providers.embeddings import get_embedder
 
         emb = get_embedder(embedder)
     else:

@@ -59,8 +59,10 @@ def current_scope() -> Any:
 
 def open_memory(**kwargs: Any) -> Any:
     """Open the configured store (--url, $MEMSTRATA_URL, config file, or the embedded default)."""
+    from ..memory import Memory
+
     ctx = click.get_current_context()
-    mem = cli_config().open_memory(**kwargs)
+    mem = Memory.from_config(cli_config(), **kwargs)
     ctx.call_on_close(mem.close)
     return mem
 

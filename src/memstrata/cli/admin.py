@@ -110,7 +110,7 @@ def checkpoint() -> None:
 @click.option("--all-versions", is_flag=True, help="Show every saved version.")
 def checkpoint_show(as_json: bool, task: str, all_versions: bool) -> None:
     """Show the current checkpoint of TASK."""
-    from ..context import checkpoint_text
+    from ..retrieval.context import checkpoint_text
 
     mem = open_memory(embedder=None)
     scope = current_scope()
@@ -155,7 +155,7 @@ def checkpoint_save(as_json: bool, task: str, objective: str | None, next_action
         if values:
             fields[name] = list(values)
     mem = open_memory(embedder=None)
-    cp = mem.checkpoints.save(current_scope(), task, updated_by="cli", **fields)
+    cp = mem.checkpoints.save(current_scope(), task, by="cli", **fields)
     if as_json:
         emit_json(cp)
     else:
@@ -256,7 +256,7 @@ def context(as_json: bool, task: str | None, query: str | None, budget_tokens: i
 def feedback(as_json: bool, ref: str, signal: str, note: str | None) -> None:
     """Record how a recalled item served (contradictions demote, then retire)."""
     mem = open_memory(embedder=None)
-    out = mem.feedback(ref, signal, note=note, tenant=current_scope().tenant)
+    out = mem.feedback(ref, signal, note=note, scope=current_scope())
     if as_json:
         emit_json(out)
     else:
@@ -284,17 +284,16 @@ def reindex(as_json: bool, embedder: str | None) -> None:
     from .bench import _progress
 
     mem = open_memory(embedder=embedder or "default")
-    vectors = mem.rt.index.vectors
-    if vectors is None:
+    if mem.embedder is None:
         raise ConfigError("no embedder is configured, so there is nothing to reindex",
                           hint="install memstrata[embeddings] or pass --embedder minilm")
     bar, update = _progress()
     with bar:
-        total = vectors.reindex(progress=lambda done, n: update("re-embedding", done, n))
+        total = mem.reindex(progress=lambda done, n: update("re-embedding", done, n))
     if as_json:
-        emit_json({"reindexed": total, "model": vectors.embedder.model_name})
+        emit_json({"reindexed": total, "model": mem.embedder.model_name})
     else:
-        click.echo(f"re-embedded {total} records with {vectors.embedder.model_name}")
+        click.echo(f"re-embedded {total} records with {mem.embedder.model_name}")
 
 
 def register(group: click.Group) -> None:

@@ -28,7 +28,7 @@ from ._common import table
 def eval_command(fixtures: Path, as_json: bool, out: Path | None, embedder: str | None,
                  ranker: str) -> None:
     """Run the fixtures in FIXTURES (a YAML file or a directory): recall, leaks, tokens."""
-    from ..evaluation import run_eval
+    from ..bench.evaluation import run_eval
 
     report = run_eval(fixtures, embedder=embedder, ranker=ranker)
     data = report.to_dict()

@@ -40,13 +40,13 @@ def extract_cmd(as_json: bool, transcript: str, llm_spec: str | None, judge_name
     Every proposal cites its turn and goes through the write policy; an invalid
     proposal or malformed model output writes nothing.
     """
-    from ..extraction import ExplicitProposer, LLMProposer
-    from ..judge import LLMJudge, SlotJudge
+    from ..extraction.judges import LLMJudge, SlotJudge
+    from ..extraction.proposers import ExplicitProposer, LLMProposer
 
     messages = _read_transcript(transcript)
     client: Any = None
     if llm_spec is not None:
-        from ..llm import client_from_env, client_from_spec
+        from ..providers.llm import client_from_env, client_from_spec
 
         client = client_from_env() if llm_spec == "env" else client_from_spec(llm_spec)
     if judge_name == "llm" and client is None:

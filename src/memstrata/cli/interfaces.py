@@ -18,7 +18,9 @@ from ._common import cli_config, emit_json, json_option, store_options, table
 
 
 def _open(cfg: Any, **overrides: Any) -> Any:
-    mem = cfg.open_memory(**overrides)
+    from ..memory import Memory
+
+    mem = Memory.from_config(cfg, **overrides)
     click.get_current_context().call_on_close(mem.close)
     return mem
 
@@ -43,7 +45,7 @@ def mcp(task: str | None, use_http: bool, port: int, actor: str) -> None:
     """
     import anyio
 
-    from ..mcp_server import build_server, serve_http, serve_stdio
+    from ..interfaces.mcp_server import build_server, serve_http, serve_stdio
 
     cfg = cli_config()
     mem = _open(cfg)
@@ -62,7 +64,7 @@ def mcp(task: str | None, use_http: bool, port: int, actor: str) -> None:
               default="openai", show_default=True, help="Which function-calling format.")
 def tools_cmd(fmt: str) -> None:
     """Print the memory tools' JSON schemas for OpenAI or Anthropic function calling."""
-    from ..tools import anthropic_tools, openai_tools, tool_definitions
+    from ..interfaces.tools import anthropic_tools, openai_tools, tool_definitions
 
     out = {"openai": openai_tools, "anthropic": anthropic_tools, "mcp": tool_definitions}[fmt]()
     click.echo(json.dumps(out, indent=2))
@@ -78,7 +80,7 @@ def tools_cmd(fmt: str) -> None:
 @click.option("--force", is_flag=True, help="Overwrite files that differ (edits are lost).")
 def export_cmd(as_json: bool, directory: Path, force: bool) -> None:
     """Export exactly this scope's memory as Markdown files people can read."""
-    from ..markdown import export_markdown
+    from ..interfaces.memory_files import export_markdown
 
     cfg = cli_config()
     mem = _open(cfg, embedder=None)
@@ -106,7 +108,7 @@ def import_cmd(as_json: bool, directory: Path, trust: bool, reviewer: str | None
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from ..markdown import import_markdown
+    from ..interfaces.memory_files import import_markdown
 
     cfg = cli_config()
     mem = _open(cfg)
@@ -144,7 +146,7 @@ def import_cmd(as_json: bool, directory: Path, trust: bool, reviewer: str | None
 @click.option("--force", is_flag=True, help="Overwrite existing files that differ.")
 def migrate(as_json: bool, memory_file: Path, directory: Path, force: bool) -> None:
     """Sort a single legacy MEMORY.md into the three files (review them, then import)."""
-    from ..migrate import migrate_memory_file
+    from ..interfaces.migrate import migrate_memory_file
 
     result = migrate_memory_file(memory_file, directory, overwrite=force)
     if as_json:
@@ -166,7 +168,7 @@ def migrate(as_json: bool, memory_file: Path, directory: Path, force: bool) -> N
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def lint(as_json: bool, directory: Path) -> None:
     """Check the Markdown memory files' format and sizes (exit 1 on errors)."""
-    from ..markdown import lint_markdown
+    from ..interfaces.markdown import lint_markdown
 
     issues = lint_markdown(directory)
     errors = [i for i in issues if i.severity == "error"]
@@ -192,7 +194,7 @@ def lint(as_json: bool, directory: Path) -> None:
 def demo(fast: bool, home: Path | None) -> None:
     """Run the scripted multi-session story on a fresh embedded store (under a minute)."""
     from ..config import load_config
-    from ..demo import run_demo
+    from ..interfaces.demo import run_demo
 
     embedder = "none" if fast else load_config().embedder
     result = run_demo(home=home, embedder=embedder)

@@ -33,7 +33,7 @@ def procedures() -> None:
 @click.option("--by", "proposed_by", default=None, help="Who proposes it (default: owner).")
 def procedures_add(as_json: bool, file: Path, proposed_by: str | None) -> None:
     """Propose the procedure in FILE.yaml as a new version (status: proposed)."""
-    from ..procedures import load_procedure, run_cases
+    from ..layers.procedure_model import load_procedure, run_cases
 
     mem = open_memory(embedder=None)
     proc = mem.procedures.propose(load_procedure(file), scope=current_scope(),
@@ -57,7 +57,7 @@ def procedures_add(as_json: bool, file: Path, proposed_by: str | None) -> None:
               help="Which version (default: the active one, else the latest).")
 def procedures_show(as_json: bool, name: str, version: int | None) -> None:
     """Show one version of NAME as YAML."""
-    from ..procedures import dump_procedure
+    from ..layers.procedure_model import dump_procedure
 
     mem = open_memory(embedder=None)
     proc = mem.procedures.get(name, version, scope=current_scope())
@@ -132,7 +132,7 @@ def procedures_diff(as_json: bool, name: str, v1: int, v2: int) -> None:
               help="Stored version to check (default: the active one, else the latest).")
 def procedures_check(as_json: bool, target: str, version: int | None) -> None:
     """Run the cases of TARGET (a stored name or a YAML file) without activating."""
-    from ..procedures import load_procedure, run_cases
+    from ..layers.procedure_model import load_procedure, run_cases
 
     path = Path(target)
     if path.suffix in (".yaml", ".yml") and path.is_file():
@@ -157,7 +157,7 @@ def procedures_check(as_json: bool, target: str, version: int | None) -> None:
 def procedures_activate(as_json: bool, name: str, version: int, by: str) -> None:
     """Activate VERSION of NAME if every case passes (else refused, with the failures)."""
     mem = open_memory(embedder=None)
-    proc = mem.procedures.activate(name, version, activated_by=by, scope=current_scope())
+    proc = mem.procedures.activate(name, version, by=by, scope=current_scope())
     if as_json:
         emit_json(proc)
     else:

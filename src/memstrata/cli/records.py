@@ -105,7 +105,7 @@ def facts_propose(as_json: bool, claim: str, kind: str, subject: str, attribute:
 def facts_history(as_json: bool, fact_id: str) -> None:
     """Every version of a fact's slot, oldest first."""
     mem = open_memory(embedder=None)
-    chain = mem.facts.history(fact_id, tenant=current_scope().tenant)
+    chain = mem.facts.history(fact_id, scope=current_scope())
     if as_json:
         emit_json(chain)
     else:
@@ -123,7 +123,7 @@ def facts_history(as_json: bool, fact_id: str) -> None:
 def facts_retire(as_json: bool, fact_id: str, reason: str) -> None:
     """Retire a fact (kept in history, no longer current)."""
     mem = open_memory(embedder=None)
-    fact = mem.facts.retire(fact_id, reason=reason, tenant=current_scope().tenant)
+    fact = mem.facts.retire(fact_id, reason=reason, scope=current_scope())
     if as_json:
         emit_json(fact)
     else:
@@ -138,7 +138,8 @@ def facts_retire(as_json: bool, fact_id: str, reason: str) -> None:
 def facts_undo_supersede(as_json: bool, fact_id: str, reason: str) -> None:
     """Undo a supersession: retire FACT_ID and make the fact it replaced current again."""
     mem = open_memory(embedder=None)
-    restored = mem.facts.undo_supersede(fact_id, reason=reason, tenant=current_scope().tenant)
+    restored = mem.facts.undo_supersede(fact_id, reason=reason,
+                                       scope=current_scope())
     if as_json:
         emit_json(restored)
     else:
@@ -176,8 +177,7 @@ def review_list(as_json: bool) -> None:
 def review_approve(as_json: bool, fact_id: str, reviewer: str, claim: str | None) -> None:
     """Approve a pending fact (optionally edited); it may supersede the current one."""
     mem = open_memory()
-    res = mem.review.approve(fact_id, reviewer=reviewer, claim=claim,
-                             tenant=current_scope().tenant)
+    res = mem.review.approve(fact_id, by=reviewer, claim=claim, scope=current_scope())
     _print_result(res, as_json)
 
 
@@ -189,7 +189,7 @@ def review_approve(as_json: bool, fact_id: str, reviewer: str, claim: str | None
 def review_reject(as_json: bool, fact_id: str, reason: str) -> None:
     """Reject a pending fact, recording why."""
     mem = open_memory(embedder=None)
-    fact = mem.review.reject(fact_id, reason=reason, tenant=current_scope().tenant)
+    fact = mem.review.reject(fact_id, reason=reason, scope=current_scope())
     if as_json:
         emit_json(fact)
     else:

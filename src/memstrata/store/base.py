@@ -1,27 +1,43 @@
-"""The backend seam: a transactional SQL database with lexical and vector search.
+"""The storage seam: the protocols a backend implements, and nothing else.
 
-Contract:
-- ``transaction(tenant)`` yields a :class:`Tx`; everything inside commits
-  together or not at all. SQLite opens it with ``BEGIN IMMEDIATE``;
-  PostgreSQL sets ``app.tenant`` with ``SET LOCAL`` so row-level security
-  applies. ``maintenance=True`` allows the deletes that the append-only
-  guards otherwise refuse (forget and retention only).
-- SQL is written with ``?`` placeholders; rows come back as dicts.
-- ``text_search`` ranks rows of ``episodes`` or ``facts`` by BM25-like
-  relevance *within* a caller-supplied filter (scope, readers, status), so
-  filtering always happens before ranking.
-- Lower-level driver errors are translated to :class:`BackendError`.
+A backend is a :class:`Database` (transactions, lexical search, its vector index) and,
+optionally, a :class:`ScratchStore` elsewhere (Redis). The layers speak to these
+protocols only; which engine serves a URL is decided in :mod:`memstrata.store.engines`,
+through the same registry a third-party engine uses.
+
+Contract of a :class:`Database`:
+
+- ``transaction(tenant)`` yields a :class:`Tx`; everything inside commits together or
+  not at all; nested calls are savepoints. ``write=False`` is a read. ``maintenance=True``
+  allows the deletes that the schema's append-only guards otherwise refuse (forget and
+  retention only). Every statement of the layers names its tenant in SQL; an engine with
+  row-level security (PostgreSQL) also confines the transaction to it.
+- SQL is written with ``?`` placeholders and portable syntax (``DELETE FROM t AS r``,
+  ``ON CONFLICT``); rows come back as dicts; driver errors come back as memstrata's
+  :class:`~memstrata.errors.BackendError` / :class:`~memstrata.errors.Conflict`.
+- ``text_search`` ranks rows of ``episodes`` or ``facts`` by a BM25-like relevance
+  *within* a caller-supplied filter (scope, readers, status), so filtering always happens
+  before ranking; ``index_text`` writes a row's lexical entry in the caller's transaction.
+- ``vector_index(model, dims)`` returns the engine's :class:`VectorIndex` for one
+  embedding model; ``tenants()`` lists every tenant with data, so maintenance (retention,
+  doctor, reindex) can visit each one; ``capabilities`` says what the engine offers.
+
+A :class:`VectorIndex` only stores and searches vectors: it never embeds text and never
+decides what text a record is embedded with (the layers do, :mod:`memstrata.layers.indexing`).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
-from typing import Any, Protocol
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ConfigError
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..models import Scope
 
 Row = dict[str, Any]
 
@@ -33,22 +49,107 @@ class Tx(Protocol):
         """Run a statement; returns the affected row count."""
         ...
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run a statement once per row of parameters."""
+        ...
 
-    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The first row of a query, or None."""
+        ...
 
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Every row of a query."""
+        ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine offers beyond the protocol's common ground."""
+
+    #: Row-level security: a transaction sees only its tenant's rows.
+    tenant_isolation: bool = False
+    #: Several processes (or hosts) may share the store concurrently.
+    shared: bool = True
+    #: Deleted text leaves the files at once (secure delete + compaction), not later.
+    secure_delete: bool = False
+
+
+class VectorIndex(Protocol):
+    """Vectors of facts and episodes for one embedding model, searched after filtering."""
+
+    model: str
+    dims: int
+
+    def check_model(self, tx: Tx) -> None:
+        """Record the model on first use; refuse another model's vectors (ConfigError)."""
+        ...
+
+    def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
+        """Store (or replace) the vectors of records of ``table`` in the caller's transaction."""
+        ...
+
+    def search(self, tx: Tx, scope: Scope, principal: str | None, qvec: np.ndarray, k: int, *,
+               now: datetime, since: datetime | None = None,
+               until: datetime | None = None) -> list[tuple[str, float]]:
+        """(episode id, cosine) of the ``k`` nearest episodes that pass the episode read
+        filter (scope applies, readers, unexpired, observed within the dates)."""
+        ...
+
+    def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,
+                    limit: int) -> list[tuple[str, float]]:
+        """(fact id, cosine) of facts passing ``where`` (alias ``r``), best first; exact."""
+        ...
+
+    def clear(self, tx: Tx, tenant: str) -> int:
+        """Delete every vector of the tenant and the recorded model (before a reindex)."""
+        ...
+
+    def invalidate(self) -> None:
+        """Drop what is cached in this process (after a reindex or a forget)."""
+        ...
+
+
+class ScratchStore(Protocol):
+    """Where scratch entries live (the SQL table, or Redis with native TTL)."""
+
+    def put(self, scope: Scope, run_id: str, key: str, value: str, now: datetime,
+            expires_at: datetime) -> None: ...
+
+    def get(self, scope: Scope, run_id: str, key: str, now: datetime) -> str | None: ...
+
+    def keys(self, scope: Scope, run_id: str, prefix: str, now: datetime) -> list[str]: ...
+
+    def delete(self, scope: Scope, run_id: str, key: str) -> bool: ...
+
+    def discard(self, scope: Scope, run_id: str) -> int: ...
+
+    def sweep(self, now: datetime) -> int:
+        """Delete every expired entry; returns how many."""
+        ...
+
+    def forget(self, scope: Scope, match: str | None) -> int:
+        """Delete entries owned by ``scope`` (whose key or value contains ``match``)."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class Database(Protocol):
     """What a backend offers to the layers."""
 
-    dialect: str
     url: str
+    #: The engine's name ("sqlite", "postgresql"), for messages and stats only: code above
+    #: ``store/`` never branches on it (it asks :attr:`capabilities`).
+    engine: str
+    capabilities: Capabilities
 
     def transaction(
         self, tenant: str, *, write: bool = True, maintenance: bool = False
     ) -> AbstractContextManager[Tx]: ...
+
+    def tenants(self) -> list[str]:
+        """Every tenant that has (or had) rows, sorted."""
+        ...
 
     def readers_clause(self, column: str) -> str:
         """SQL true when the principal (one ``?`` parameter) may read the row."""
@@ -74,11 +175,21 @@ class Database(Protocol):
         records of the same thread) is indexed in a second, lower-weighted column."""
         ...
 
+    def vector_index(self, model: str, dims: int) -> VectorIndex:
+        """The engine's vector index for vectors of ``model`` with ``dims`` dimensions."""
+        ...
+
+    def vector_count(self, tx: Tx, tenant: str, record_ids: Sequence[str]) -> int:
+        """How many stored vectors (of any model) belong to these records."""
+        ...
+
     def compact(self) -> None:
         """After a forget: rewrite indexes and logs so deleted text leaves the files."""
         ...
 
-    def stats(self) -> dict[str, Any]: ...
+    def stats(self) -> dict[str, Any]:
+        """Row counts, size and applied migrations, for people."""
+        ...
 
     def verify(self) -> list[str]:
         """Engine-level integrity problems (empty list when healthy)."""
@@ -87,49 +198,4 @@ class Database(Protocol):
     def close(self) -> None: ...
 
 
-def default_home() -> Path:
-    """``$MEMSTRATA_HOME`` or ``~/.memstrata``."""
-    return Path(os.environ.get("MEMSTRATA_HOME") or Path.home() / ".memstrata")
-
-
-def resolve_url(url: str | os.PathLike[str] | None) -> str:
-    """The URL to open: explicit, else ``$MEMSTRATA_URL``, else the embedded default."""
-    if url is None:
-        url = os.environ.get("MEMSTRATA_URL") or None
-    if url is None:
-        return f"sqlite:///{default_home() / 'memory.db'}"
-    text = os.fspath(url)
-    if "://" not in text:
-        return f"sqlite:///{Path(text).expanduser()}"
-    return text
-
-
-def open_database(url: str | os.PathLike[str] | None = None, **options: Any) -> Database:
-    """Open the backend named by ``url`` (``sqlite:///path`` or ``postgresql://...``)."""
-    resolved = resolve_url(url)
-    if resolved.startswith("sqlite:"):
-        from .sqlite import SQLiteDatabase
-
-        return SQLiteDatabase.from_url(resolved, **options)
-    if resolved.startswith(("postgresql:", "postgres:")):
-        try:
-            from .postgres import PostgresDatabase
-        except ImportError as exc:
-            raise ConfigError(
-                "the PostgreSQL backend needs psycopg",
-                hint="pip install 'memstrata[postgres]'",
-            ) from exc
-        db: Database = PostgresDatabase.from_url(resolved, **options)
-        return db
-    raise ConfigError(
-        f"unknown database URL {resolved!r}",
-        hint="use sqlite:///path/memory.db or postgresql://user@host/db",
-    )
-
-
-def iter_chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-__all__ = ["Database", "Row", "Tx", "default_home", "iter_chunks", "open_database", "resolve_url"]
+__all__ = ["Capabilities", "Database", "Row", "ScratchStore", "Tx", "VectorIndex"]

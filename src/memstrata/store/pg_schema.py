@@ -44,8 +44,11 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
+from .migrations import Migrations
+
 Migration = Callable[[psycopg.Connection[Any], str | None], None]
-MIGRATIONS: list[tuple[str, Migration]] = []
+MIGRATIONS: Migrations[Migration] = Migrations("postgresql")
+migration = MIGRATIONS.register
 
 #: Dimensions that get an HNSW index (hash embedder 256, MiniLM 384, common API models).
 INDEXED_DIMS = (256, 384, 512, 768, 1024, 1536)
@@ -62,11 +65,6 @@ REGISTERING_TABLES = ("meta", "facts", "episodes", "checkpoints", "operations", 
 
 TENANT_SETTING = "app.tenant"
 MAINTENANCE_SETTING = "memstrata.maintenance"
-
-
-def migration(fn: Migration) -> Migration:
-    MIGRATIONS.append((fn.__name__, fn))
-    return fn
 
 
 _SCOPE_COLS = """

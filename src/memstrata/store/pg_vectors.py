@@ -1,10 +1,10 @@
 """Vectors on PostgreSQL: pgvector rows beside their records, HNSW for episodes.
 
-Contract (the API of :class:`memstrata.vectors.VectorIndex`):
+Contract (:class:`memstrata.store.base.VectorIndex`; this index never embeds text):
 - A vector is written in the transaction of its record and deleted with it (schema
   trigger), so forget removes vectors too. Episode vectors carry copies of the episode's
   filter columns (scope, readers, expiry, ``observed_at``; episodes are immutable).
-- The embedder's ``model:dims`` is recorded per tenant (``meta``); a store opened with
+- The model's ``model:dims`` is recorded per tenant (``meta``); a store opened with
   another embedder refuses vector search and writes with :class:`ConfigError` (hint:
   ``memstrata reindex``) rather than mixing vector spaces.
 - ``search`` filters by tenant, scope, readers, expiry and dates *in SQL* before the
@@ -14,47 +14,51 @@ Contract (the API of :class:`memstrata.vectors.VectorIndex`):
   ``hnsw.max_scan_tuples`` is reached); rows are re-sorted by exact score. If fewer than
   k come back while more rows pass the filter, the query runs again as an exact scan,
   so a selective filter costs a scan of the rows it selects but never loses results.
-- Facts are few per scope: ``fact_scores`` and ``similar_facts`` are exact.
+- Facts are few per scope: ``fact_scores`` is exact.
 - Scores are dot products of unit vectors (cosine), as in the SQLite backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ConfigError
-from ..models import Scope
+from ..scoping import applies_sql
+from .base import Tx
 from .pg_schema import INDEXED_DIMS
+from .pg_tx import PgTx, translate
 
 if TYPE_CHECKING:
-    from ..embeddings import Embedder
-    from .postgres import PgTx, PostgresDatabase
+    from ..models import Scope
 
 _EF_SEARCH_MIN = 40
 _UPSERT = ("ON CONFLICT (tenant, record_id) DO UPDATE SET vec = excluded.vec, "
            "model = excluded.model, dims = excluded.dims")
 _MAX_SCAN_TUPLES = 40_000
+#: The readers test over the copied column (as :meth:`PostgresDatabase.readers_clause`).
+_READERS = "(v.readers IS NULL OR jsonb_exists(v.readers::jsonb, ?))"
 
 
 class PgVectorIndex:
-    """Embeds records and finds nearest neighbours within a filter, in PostgreSQL."""
+    """Finds nearest neighbours within a filter, in PostgreSQL (pgvector)."""
 
-    def __init__(self, db: PostgresDatabase, embedder: Embedder) -> None:
-        self.db = db
-        self.embedder = embedder
+    def __init__(self, model: str, dims: int) -> None:
+        self.model = model
+        self.dims = int(dims)
         self._checked: set[str] = set()
 
     @property
-    def _model(self) -> str:
-        return f"{self.embedder.model_name}:{self.embedder.dims}"
+    def _label(self) -> str:
+        return f"{self.model}:{self.dims}"
 
     # -- model identity -------------------------------------------------
-    def check_model(self, tx: PgTx) -> None:
+    def check_model(self, tx: Tx) -> None:
         """Record the model for the tenant on first write; refuse a different one."""
+        tx = _pg(tx)
         tenant = tx.tenant
         if tenant in self._checked:
             return
@@ -63,36 +67,32 @@ class PgVectorIndex:
         if row is None:
             other = tx.raw_one("SELECT model, dims FROM vectors WHERE tenant = %s AND "
                                "(model <> %s OR dims <> %s) LIMIT 1",
-                               (tenant, self.embedder.model_name, self.embedder.dims))
+                               (tenant, self.model, self.dims))
             if other is not None:
                 raise ConfigError("the store has vectors of an unrecorded model",
-                                  hint="run `memstrata reindex` to re-embed with "
-                                       + self.embedder.model_name)
+                                  hint="run `memstrata reindex` to re-embed with " + self.model)
             if not tx.writable:
                 return  # recorded by the first write
             tx.raw_execute("INSERT INTO meta (tenant, key, value) VALUES "
                            "(%s, 'embedding_model', %s) ON CONFLICT (tenant, key) DO NOTHING",
-                           (tenant, self._model))
+                           (tenant, self._label))
             row = tx.raw_one("SELECT value FROM meta WHERE tenant = %s AND "
                              "key = 'embedding_model'", (tenant,))
-        if row is not None and row["value"] != self._model:
+        if row is not None and row["value"] != self._label:
             raise ConfigError(
-                f"the store's vectors were made by {row['value']}, not {self._model}",
+                f"the store's vectors were made by {row['value']}, not {self._label}",
                 hint="run `memstrata reindex` to re-embed, or open with the original embedder",
             )
         self._checked.add(tenant)
 
     # -- writes -----------------------------------------------------------
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
-
-    def add(self, tx: PgTx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
+    def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
+        tx = _pg(tx)
         self.check_model(tx)
         mat = np.asarray(vectors, dtype=np.float32)
-        if mat.ndim != 2 or mat.shape[0] != len(ids) or mat.shape[1] != self.embedder.dims:
-            raise ConfigError(f"expected {len(ids)} vectors of {self.embedder.dims} dims, "
+        if mat.ndim != 2 or mat.shape[0] != len(ids) or mat.shape[1] != self.dims:
+            raise ConfigError(f"expected {len(ids)} vectors of {self.dims} dims, "
                               f"got shape {mat.shape}")
-        name, dims = self.embedder.model_name, self.embedder.dims
         last = {rid: i for i, rid in enumerate(ids)}  # one row per id: the last vector wins
         keys = list(last)
         vecs = [mat[last[rid]] for rid in keys]
@@ -104,28 +104,30 @@ class PgVectorIndex:
                 "r.id, 'episodes', %s, %s, x.vec, r.s_user, r.s_project, r.s_agent, "
                 "r.expires_at, r.observed_at, r.readers FROM unnest(%s::text[], "
                 "%s::vector[]) AS x(id, vec) JOIN episodes r ON r.tenant = %s AND "
-                "r.id = x.id " + _UPSERT, (name, dims, keys, vecs, tenant))
+                "r.id = x.id " + _UPSERT, (self.model, self.dims, keys, vecs, tenant))
         elif table == "facts":
             tx.raw_execute(
                 "INSERT INTO vectors (tenant, record_id, layer, model, dims, vec) SELECT %s, "
                 "x.id, 'facts', %s, %s, x.vec FROM unnest(%s::text[], %s::vector[]) "
-                "AS x(id, vec) " + _UPSERT, (tenant, name, dims, keys, vecs))
+                "AS x(id, vec) " + _UPSERT, (tenant, self.model, self.dims, keys, vecs))
         else:
             raise ValueError(table)
 
+    def clear(self, tx: Tx, tenant: str) -> int:
+        tx = _pg(tx)
+        removed = tx.raw_execute("DELETE FROM vectors WHERE tenant = %s", (tenant,))
+        tx.raw_execute("DELETE FROM meta WHERE tenant = %s AND key = 'embedding_model'",
+                       (tenant,))
+        self._checked.discard(tenant)
+        return removed
+
     # -- search -----------------------------------------------------------
-    def search(self, tx: PgTx, table: str, scope: Scope, principal: str | None, query: str,
-               k: int, *, now: datetime, since: datetime | None = None,
-               until: datetime | None = None, qvec: np.ndarray | None = None,
-               extra_mask: Callable[[list[str]], set[str]] | None = None,
-               ) -> list[tuple[str, float]]:
-        """(id, cosine) of the k nearest records that pass the filter, best first."""
-        del extra_mask  # accepted for API parity; the filter runs in SQL
-        if table != "episodes":
-            raise ValueError("vector search covers episodes; facts use fact_scores")
+    def search(self, tx: Tx, scope: Scope, principal: str | None, qvec: np.ndarray, k: int, *,
+               now: datetime, since: datetime | None = None,
+               until: datetime | None = None) -> list[tuple[str, float]]:
+        """(id, cosine) of the k nearest episodes that pass the filter, best first."""
+        tx = _pg(tx)
         self.check_model(tx)
-        if qvec is None:
-            qvec = self.embedder.embed_query(query)
         q = np.asarray(qvec, dtype=np.float32)
         hnsw, exact = self._queries(scope, principal, q, k, now, since, until)
         if hnsw is not None:
@@ -138,7 +140,7 @@ class PgVectorIndex:
     def explain(self, tx: PgTx, scope: Scope, principal: str | None, k: int, *,
                 now: datetime, exact: bool = False) -> str:
         """PostgreSQL's plan for an episode vector search (for operators and tests)."""
-        q = np.zeros(self.embedder.dims, dtype=np.float32)
+        q = np.zeros(self.dims, dtype=np.float32)
         q[0] = 1.0
         hnsw, exact_query = self._queries(scope, principal, q, k, now, None, None)
         query, params = exact_query if exact or hnsw is None else hnsw
@@ -157,22 +159,22 @@ class PgVectorIndex:
                  ) -> tuple[tuple[str, tuple[Any, ...]] | None, tuple[str, tuple[Any, ...]]]:
         """The HNSW query (None for an unindexed dimension) and the exact query."""
         where, params = _episode_filter(scope, principal, now, since, until)
-        model = self.embedder.model_name
-        dims = int(self.embedder.dims)
-        exact = ("SELECT v.record_id AS id, (v.vec <#> %s) AS d FROM vectors v WHERE "
-                 f"v.dims = %s AND v.layer = 'episodes' AND {where} AND v.model = %s "
-                 "ORDER BY d LIMIT %s", (q, dims, *params, model, k))
+        dims = self.dims
+        exact = (translate("SELECT v.record_id AS id, (v.vec <#> ?) AS d FROM vectors v WHERE "
+                           f"v.dims = ? AND v.layer = 'episodes' AND {where} AND v.model = ? "
+                           "ORDER BY d LIMIT ?"), (q, dims, *params, self.model, k))
         if dims not in INDEXED_DIMS:
             return None, exact
         # Only the index expression vec::vector(D), with the partial-index predicate as
         # literals, lets the planner walk the HNSW graph.
-        dist = f"(v.vec::vector({dims}) <#> %s::vector({dims}))"
-        hnsw = (f"SELECT v.record_id AS id, {dist} AS d FROM vectors v WHERE "
-                f"v.dims = {dims} AND v.layer = 'episodes' AND {where} AND v.model = %s "
-                f"ORDER BY {dist} LIMIT %s", (q, *params, model, q, k))
+        dist = f"(v.vec::vector({dims}) <#> ?::vector({dims}))"
+        hnsw = (translate(f"SELECT v.record_id AS id, {dist} AS d FROM vectors v WHERE "
+                          f"v.dims = {dims} AND v.layer = 'episodes' AND {where} AND "
+                          f"v.model = ? ORDER BY {dist} LIMIT ?"),
+                (q, *params, self.model, q, k))
         return hnsw, exact
 
-    def fact_scores(self, tx: PgTx, where: str, params: Sequence[Any], qvec: np.ndarray,
+    def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,
                     limit: int) -> list[tuple[str, float]]:
         """(id, cosine) of facts passing ``where`` (alias ``r``), best first; exact."""
         self.check_model(tx)
@@ -180,97 +182,36 @@ class PgVectorIndex:
             "SELECT r.id AS id, -(v.vec <#> ?) AS s FROM facts r JOIN vectors v ON "
             "v.tenant = r.tenant AND v.record_id = r.id WHERE v.model = ? AND v.dims = ? "
             f"AND {where} ORDER BY s DESC, r.id LIMIT ?",
-            (np.asarray(qvec, dtype=np.float32), self.embedder.model_name,
-             self.embedder.dims, *params, min(limit, 5000)))
+            (np.asarray(qvec, dtype=np.float32), self.model, self.dims, *params,
+             min(limit, 5000)))
         return [(r["id"], float(r["s"])) for r in rows]
-
-    def similar_facts(self, scope: Scope, kind: str, claim: str,
-                      threshold: float) -> list[tuple[str, float]]:
-        """Active/pending facts of exactly this scope and kind with cosine >= threshold."""
-        qvec = np.asarray(self.embedder.embed_query(claim), dtype=np.float32)
-        with self.db.transaction(scope.tenant, write=False) as tx:
-            self.check_model(tx)
-            rows = tx.raw_all(
-                "SELECT f.id AS id, -(v.vec <#> %s) AS s FROM facts f JOIN vectors v ON "
-                "v.tenant = f.tenant AND v.record_id = f.id WHERE f.tenant = %s AND "
-                "f.scope_key = %s AND f.kind = %s AND f.status IN ('active', "
-                "'pending_review') AND v.model = %s AND v.dims = %s",
-                (qvec, scope.tenant, scope.key, kind, self.embedder.model_name,
-                 self.embedder.dims))
-        out = [(r["id"], float(r["s"])) for r in rows if float(r["s"]) >= threshold]
-        return sorted(out, key=lambda x: -x[1])
 
     def invalidate(self) -> None:
         """Nothing is cached in-process beyond the model check."""
         self._checked.clear()
 
-    def reindex(self, progress: Callable[[int, int], None] | None = None,
-                batch: int = 256) -> int:
-        """Re-embed every fact and episode of every tenant with the current embedder."""
-        from ..episodes import Episodes
 
-        work: list[tuple[str, str, str, str]] = []
-        for tenant in self.db.tenants():
-            # the texts an append embeds (mirrors memstrata.vectors.VectorIndex.reindex):
-            # a fact's claim; an episode's line after the previous line of its thread
-            with self.db.transaction(tenant, write=False) as tx:
-                for f in tx.raw_all("SELECT id, claim FROM facts"):
-                    work.append(("facts", tenant, f["id"], f["claim"]))
-                prev: tuple[Any, ...] | None = None
-                prev_line = ""
-                for e in tx.raw_all("SELECT id, event, text, outcome, subject, scope_key, "
-                                    "source FROM episodes "
-                                    "ORDER BY scope_key, source, observed_at, id"):
-                    thread = (e["scope_key"], e["source"])
-                    line = Episodes.line(e)
-                    text = f"{prev_line}\n{line}" if thread == prev and prev_line else line
-                    work.append(("episodes", tenant, e["id"], text))
-                    prev, prev_line = thread, line
-            with self.db.transaction(tenant) as tx:
-                tx.execute("DELETE FROM vectors WHERE tenant = ?", (tenant,))
-                tx.execute("DELETE FROM meta WHERE tenant = ? AND key = 'embedding_model'",
-                           (tenant,))
-        self._checked.clear()
-        total = len(work)
-        done = 0
-        for start in range(0, total, batch):
-            chunk = work[start:start + batch]
-            vecs = self.embed([c[3] for c in chunk])
-            by_target: dict[tuple[str, str], list[int]] = {}
-            for i, (table, tenant, _, _) in enumerate(chunk):
-                by_target.setdefault((tenant, table), []).append(i)
-            for (tenant, table), idx in by_target.items():
-                with self.db.transaction(tenant) as tx:
-                    self.add(tx, table, tenant, [chunk[i][2] for i in idx], vecs[idx])
-            done += len(chunk)
-            if progress:
-                progress(done, total)
-        return total
+def _pg(tx: Tx) -> PgTx:
+    if not isinstance(tx, PgTx):
+        raise ConfigError("the pgvector index needs a transaction of its PostgreSQL database")
+    return tx
 
 
 def _episode_filter(scope: Scope, principal: str | None, now: datetime,
                     since: datetime | None, until: datetime | None) -> tuple[str, list[Any]]:
-    """The episode read filter (scope applies, readers, expiry, dates) over ``vectors v``."""
-    parts = ["v.tenant = %s"]
-    params: list[Any] = [scope.tenant]
-    for col, value in (("s_user", scope.user), ("s_project", scope.project),
-                       ("s_agent", scope.agent)):
-        if value is None:
-            parts.append(f"v.{col} IS NULL")
-        else:
-            parts.append(f"(v.{col} IS NULL OR v.{col} = %s)")
-            params.append(value)
-    parts.append("(v.readers IS NULL OR jsonb_exists(v.readers::jsonb, %s))")
-    params.append(principal)
-    parts.append("(v.expires_at IS NULL OR v.expires_at > %s)")
-    params.append(now)
+    """The episode read filter over ``vectors v``, whose rows carry copies of the episode's
+    filter columns: the scope rule of :func:`memstrata.scoping.applies_sql`, readers,
+    expiry and dates (``?`` placeholders)."""
+    where, params = applies_sql(scope, "v")
+    where += f" AND {_READERS} AND (v.expires_at IS NULL OR v.expires_at > ?)"
+    params += [principal, now]
     if since is not None:
-        parts.append("v.observed_at >= %s")
+        where += " AND v.observed_at >= ?"
         params.append(since)
     if until is not None:
-        parts.append("v.observed_at <= %s")
+        where += " AND v.observed_at <= ?"
         params.append(until)
-    return " AND ".join(parts), params
+    return where, params
 
 
 def _best(rows: list[dict[str, Any]], k: int) -> list[tuple[str, float]]:

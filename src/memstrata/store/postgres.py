@@ -58,7 +58,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -69,7 +68,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import BackendError, ConfigError, Conflict
-from .base import Row
+from .base import Capabilities, Row
 from .lexical import terms
 from .pg_schema import (
     DEFINER_READ_TABLES,
@@ -79,25 +78,17 @@ from .pg_schema import (
     TENANT_SETTING,
     TENANT_TABLES,
 )
+from .pg_tx import _FTS_COPIED, TS_CONFIG, PgTx, needs_tenant_lock, translate
+from .sql import chunks
 
 if TYPE_CHECKING:
-    from ..embeddings import Embedder
     from .pg_vectors import PgVectorIndex
 
 T = TypeVar("T")
 Conn = psycopg.Connection[Row]
 
-#: Full-text configuration: English stemming, like SQLite's porter tokenizer.
-TS_CONFIG = "english"
-#: The record's text at weight A, its context (neighbouring records) at weight B ...
-_TSV = (f"setweight(to_tsvector('{TS_CONFIG}', x.b), 'A') || "
-        f"setweight(to_tsvector('{TS_CONFIG}', x.c), 'B')")
 #: ... and B counts half as much as A in the rank (SQLite: bm25 column weights 1.0, 0.5).
 _RANK_WEIGHTS = "'{0.1, 0.2, 0.5, 1.0}'"
-#: Columns of the record copied into its full-text row (immutable episodes only), so a
-#: search whose filter names only these runs on the full-text table alone.
-_FTS_COPIED = {"episodes": ("s_user", "s_project", "s_agent", "expires_at", "observed_at",
-                            "readers"), "facts": ()}
 #: The SECURITY DEFINER functions that match with the GIN index (see pg_schema).
 _MATCHES = {"episodes": "memstrata_episode_matches", "facts": "memstrata_fact_matches"}
 _FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
@@ -110,28 +101,7 @@ _TEXT_TABLES = ("facts", "facts_fts", "episodes", "episodes_fts", "checkpoints",
                 "scratch", "feedback", "procedures")
 _MIGRATION_LOCK = 0x6D656D73  # "mems": one migrator at a time
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
-_TABLES_RE = re.compile(r"\b(?:FROM|JOIN)\s+([A-Za-z_][A-Za-z0-9_]*)", re.I)
-#: A write transaction may read these without the tenant lock: their rows never change.
-_IMMUTABLE_READS = frozenset({"episodes", "episodes_fts"})
 _PASSWORD_PARAM = re.compile(r"((?:^|&)password=)[^&]*", re.I)
-
-
-@lru_cache(maxsize=2048)
-def translate(sql: str) -> str:
-    """``?`` placeholders to psycopg's ``%s`` (a literal ``%`` doubles)."""
-    return sql.replace("%", "%%").replace("?", "%s")
-
-
-@lru_cache(maxsize=2048)
-def needs_tenant_lock(sql: str) -> bool:
-    """Does this statement read or change existing rows (see the module contract)?"""
-    head = sql.lstrip()[:6].upper()
-    if head.startswith("INSERT"):
-        return False
-    if head.startswith(("SELECT", "WITH")):
-        tables = {t.lower() for t in _TABLES_RE.findall(sql)}
-        return not tables <= _IMMUTABLE_READS
-    return True
 
 
 def mask_url(url: str) -> str:
@@ -142,98 +112,6 @@ def mask_url(url: str) -> str:
     return urlunsplit(parts._replace(query=_PASSWORD_PARAM.sub(r"\1***", parts.query)))
 
 
-class PgTx:
-    """One open transaction (or savepoint) on one pooled connection."""
-
-    def __init__(self, conn: Conn, tenant: str, *, writable: bool, maintenance: bool) -> None:
-        self.conn = conn
-        self.tenant = tenant
-        self.writable = writable
-        self.maintenance = maintenance
-        self.locked = False
-        self._fts: dict[str, dict[tuple[str, str], tuple[str, str]]] = {}
-
-    def _lock_for(self, sql: str) -> None:
-        self.flush()
-        if self.writable and not self.locked and needs_tenant_lock(sql):
-            self.lock()
-
-    def defer_fts(self, table: str, tenant: str, record_id: str, text: str,
-                  context: str = "") -> None:
-        """Queue a full-text entry; written before the next statement or the commit, in
-        one statement per table (a batch append indexes hundreds of rows at once)."""
-        self._fts.setdefault(table, {})[(tenant, record_id)] = (text, context)
-
-    def discard_pending(self) -> None:
-        """Forget queued full-text entries (their rows were rolled back)."""
-        self._fts.clear()
-
-    def flush(self) -> None:
-        """Write queued full-text entries now."""
-        if not self._fts:
-            return
-        pending, self._fts = self._fts, {}
-        for table, entries in pending.items():
-            keys = list(entries)
-            cols = "".join(f", {c}" for c in _FTS_COPIED[table])
-            copied = "".join(f", r.{c}" for c in _FTS_COPIED[table])
-            written = self.conn.execute(
-                f"INSERT INTO {table}_fts (tenant, id, tsv{cols}) SELECT r.tenant, r.id, "
-                f"{_TSV}{copied} FROM unnest(%s::text[], %s::text[], %s::text[], "
-                f"%s::text[]) AS x(t, i, b, c) JOIN {table} r ON r.tenant = x.t AND "
-                f"r.id = x.i ON CONFLICT (tenant, id) DO UPDATE SET tsv = excluded.tsv",
-                ([k[0] for k in keys], [k[1] for k in keys], [entries[k][0] for k in keys],
-                 [entries[k][1] for k in keys])).rowcount
-            if written != len(keys):
-                raise BackendError(f"cannot index {len(keys) - written} missing {table} rows")
-
-    def lock(self) -> None:
-        """Take the tenant's transaction lock now (idempotent)."""
-        if not self.locked:
-            self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                              ("memstrata:" + self.tenant,))
-            self.locked = True
-
-    def _run(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[Row]:
-        if params:
-            return self.conn.execute(translate(sql), params)
-        return self.conn.execute(sql)  # no parameters: psycopg sends the text as it is
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        self._lock_for(sql)
-        return self._run(sql, params).rowcount
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._lock_for(sql)
-        if len(rows) == 1:  # one round trip instead of a pipeline's enter/sync/exit
-            self.conn.execute(translate(sql), rows[0])
-            return
-        with self.conn.cursor() as cur:
-            cur.executemany(translate(sql), rows)
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        self._lock_for(sql)
-        return self._run(sql, params).fetchone()
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        self._lock_for(sql)
-        return self._run(sql, params).fetchall()
-
-    # The backend's own statements: psycopg placeholders (%s), no tenant lock (each caller
-    # is safe without it).
-    def raw_execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        self.flush()
-        return self.conn.execute(sql, params or None).rowcount
-
-    def raw_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        self.flush()
-        return self.conn.execute(sql, params or None).fetchone()
-
-    def raw_all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        self.flush()
-        return self.conn.execute(sql, params or None).fetchall()
-
-
 @dataclass
 class _Open:
     tx: PgTx
@@ -242,7 +120,8 @@ class _Open:
 class PostgresDatabase:
     """Memstrata's store on PostgreSQL + pgvector, safe for many processes and threads."""
 
-    dialect = "postgresql"
+    engine = "postgresql"
+    capabilities = Capabilities(tenant_isolation=True, shared=True, secure_delete=False)
 
     def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 10,
                  migrate: bool | str = "auto", app_role: str | None = None,
@@ -342,9 +221,7 @@ class PostgresDatabase:
                 conn.execute("CREATE TABLE IF NOT EXISTS migrations "
                              "(name text PRIMARY KEY, applied_at timestamptz NOT NULL)")
                 done = {r["name"] for r in conn.execute("SELECT name FROM migrations")}
-                for name, fn in MIGRATIONS:
-                    if name in done:
-                        continue
+                for name, fn in MIGRATIONS.pending(done):
                     fn(conn, app_role)
                     conn.execute("INSERT INTO migrations (name, applied_at) VALUES (%s, %s)",
                                  (name, datetime.now(UTC)))
@@ -369,7 +246,7 @@ class PostgresDatabase:
             done = set()
         except psycopg.Error as exc:
             raise BackendError(f"cannot read migrations of {self.url}: {exc}") from exc
-        return [name for name, _ in MIGRATIONS if name not in done]
+        return [name for name, _ in MIGRATIONS.pending(done)]
 
     def applied_migrations(self) -> list[str]:
         with self._pool.connection() as conn:
@@ -521,11 +398,19 @@ class PostgresDatabase:
             raise BackendError("index_text needs a transaction of this database")
         tx.defer_fts(table, tenant, record_id, text, context)
 
-    def vector_index(self, embedder: Embedder) -> PgVectorIndex:
-        """The pgvector-backed index with the API of :class:`memstrata.vectors.VectorIndex`."""
+    def vector_index(self, model: str, dims: int) -> PgVectorIndex:
+        """The pgvector-backed index (:class:`memstrata.store.base.VectorIndex`)."""
         from .pg_vectors import PgVectorIndex
 
-        return PgVectorIndex(self, embedder)
+        return PgVectorIndex(model, dims)
+
+    def vector_count(self, tx: Any, tenant: str, record_ids: Sequence[str]) -> int:
+        total = 0
+        for chunk in chunks(list(record_ids)):
+            row = tx.raw_one("SELECT count(*) AS n FROM vectors WHERE tenant = %s AND "
+                             "record_id = ANY(%s)", (tenant, list(chunk)))
+            total += int(row["n"]) if row else 0
+        return total
 
     # -- maintenance ----------------------------------------------------
     def compact(self) -> None:

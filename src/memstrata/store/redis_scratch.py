@@ -1,6 +1,6 @@
 """Scratch entries in Redis: native TTL, run-scoped keys, prefix scans (never KEYS).
 
-Contract (the :class:`memstrata.scratch.ScratchStore` protocol):
+Contract (the :class:`memstrata.store.base.ScratchStore` protocol):
 - One Redis string per entry under ``ms:{tenant}:{scope_key}:{run_id}:{key}``; tenant,
   scope key and run id are percent-encoded, so neither ``:`` nor a glob character in them
   can make one run's prefix match another's. The user's key stays readable at the end.

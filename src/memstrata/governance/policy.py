@@ -1,0 +1,237 @@
+"""The write policy (DESIGN §5): every durable write path goes through here.
+
+Order of the checks, each able to stop the write with a reported reason:
+
+1. schema and size — :class:`Candidate` construction raises ValidationError;
+2. provenance — no actor or no source: rejected ("if you cannot state a
+   source, do not write it");
+3. sensitivity — a secret is rejected (or redacted, by configuration) and is
+   never stored raw; PII makes the record ``restricted`` and sends it to review;
+4. trust — content from a ``tool`` or an ``agent`` inference cannot become an
+   active durable fact or identity fact without a person's review; text from
+   such actors that reads as an instruction to the agent is quarantined;
+5. confidence below ``min_confidence`` — rejected;
+8. identity tier — ``pending_review`` until a person approves;
+9. expiry — a kind without an explicit rule gets its default recheck/TTL.
+
+Steps 6 (dedup) and 7 (conflict → supersede) need the store and run inside
+the facts layer's transaction (:mod:`memstrata.facts`). The policy returns a
+:class:`Verdict`; it never writes and never logs the text it judged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import field_validator
+
+from ..inputs import MAX_SOURCE, clean_text
+from ..models import (
+    DEFAULT_CONFIDENCE,
+    Actor,
+    ClaimText,
+    Confidence,
+    FactKind,
+    OptionalLongText,
+    Readers,
+    Scope,
+    Sensitivity,
+    SlotText,
+    Tier,
+    UTCDateTime,
+    _Model,
+)
+
+DAY = timedelta(days=1)
+
+#: Kinds whose truth drifts get a hard expiry; every kind gets a recheck date.
+DEFAULT_EXPIRY: dict[str, timedelta] = {"system_fact": 180 * DAY, "decision": 365 * DAY}
+DEFAULT_RECHECK: dict[str, timedelta] = {
+    "preference": 365 * DAY,
+    "profile": 365 * DAY,
+    "relationship": 365 * DAY,
+    "constraint": 180 * DAY,
+    "system_fact": 30 * DAY,
+    "decision": 90 * DAY,
+    "lesson": 180 * DAY,
+}
+#: Actors whose content is untrusted by default: a tool's output (web pages, files, API
+#: payloads) and an agent's inference. The one definition; configurable per policy.
+UNTRUSTED_ACTORS = frozenset({"tool", "agent"})
+
+
+class Candidate(_Model):
+    """A proposed fact, validated but not yet judged or stored."""
+
+    scope: Scope
+    kind: FactKind
+    subject: SlotText
+    attribute: SlotText
+    claim: ClaimText
+    actor: Actor | None
+    source: str | None
+    confidence: Confidence = DEFAULT_CONFIDENCE
+    tier: Tier = "standard"
+    sensitivity: Sensitivity = "internal"
+    evidence: OptionalLongText = None
+    valid_from: UTCDateTime = None
+    expires_at: UTCDateTime = None
+    recheck_after: UTCDateTime = None
+    readers: Readers = None
+    reason: OptionalLongText = None
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source(cls, v: Any) -> str | None:
+        # a missing source is the policy's to report (step 2), not a schema error
+        if v is None:
+            return None
+        return clean_text(v, field="source", max_len=MAX_SOURCE, allow_empty=True) or None
+
+
+Action = Literal["store", "pending", "reject"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the policy decided for one candidate, before dedup and conflict."""
+
+    action: Action
+    candidate: Candidate
+    reason: str
+    detectors: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+
+
+@dataclass
+class PolicyConfig:
+    """Tunable thresholds and rules of the write policy."""
+
+    min_confidence: float = 0.7
+    secrets: Literal["reject", "redact"] = "reject"
+    pii_to_review: bool = True
+    untrusted_actors: frozenset[str] = UNTRUSTED_ACTORS
+    default_expiry: dict[str, timedelta] = field(default_factory=lambda: dict(DEFAULT_EXPIRY))
+    default_recheck: dict[str, timedelta] = field(default_factory=lambda: dict(DEFAULT_RECHECK))
+    dedup_cosine: float = 0.9
+
+
+class WritePolicy:
+    """Judges candidates; shared by the API, CLI, MCP server, extraction and import."""
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config or PolicyConfig()
+
+    def is_untrusted(self, actor: str | None) -> bool:
+        """Is content from this actor untrusted (``PolicyConfig.untrusted_actors``)?"""
+        return actor in self.config.untrusted_actors
+
+    def judge(self, cand: Candidate, now: datetime) -> Verdict:
+        cfg = self.config
+        # 2. provenance
+        if not cand.actor or not cand.source:
+            missing = "actor" if not cand.actor else "source"
+            return Verdict("reject", cand, f"missing provenance: no {missing} "
+                           "(if you cannot state a source, do not write it)")
+        # 3. sensitivity: secrets never stored raw; PII restricted + review
+        cand, verdict = self._sensitivity(cand)
+        if verdict is not None:
+            return verdict
+        flags: list[str] = []
+        detectors: list[str] = []
+        pending_reasons: list[str] = []
+        if cand.sensitivity == "restricted" and cfg.pii_to_review:
+            flags.append("pii")
+            pending_reasons.append("contains personal data: restricted, needs review")
+            detectors.extend(self._pii_detectors(cand.claim))
+        # 4. trust
+        if self.is_untrusted(cand.actor):
+            from .injection import detect_injection
+
+            found = detect_injection(cand.claim)
+            if found:
+                rules = sorted({f.rule for f in found})
+                flags += ["untrusted", "quarantined"] + [f"injection:{r}" for r in rules]
+                detectors += [f"injection:{r}" for r in rules]
+                pending_reasons.append(
+                    f"quarantined: {cand.actor} content reads as an instruction to the agent")
+            else:
+                flags.append("untrusted")
+                pending_reasons.append(f"{cand.actor} content needs a person's review")
+        # 5. confidence
+        if cand.confidence < cfg.min_confidence:
+            return Verdict("reject", cand, f"confidence {cand.confidence:.2f} is below the "
+                           f"threshold {cfg.min_confidence:.2f}", tuple(detectors), tuple(flags))
+        # 8. identity tier
+        if cand.tier == "identity":
+            pending_reasons.append("identity facts wait for a person's approval")
+        # 9. expiry rules
+        updates: dict[str, Any] = {}
+        if cand.expires_at is None and cand.kind in cfg.default_expiry:
+            updates["expires_at"] = now + cfg.default_expiry[cand.kind]
+        if cand.recheck_after is None and cand.kind in cfg.default_recheck:
+            updates["recheck_after"] = now + cfg.default_recheck[cand.kind]
+        if cand.expires_at is not None and cand.expires_at <= now:
+            return Verdict("reject", cand, "expires_at is already in the past")
+        if updates:
+            cand = cand.model_copy(update=updates)
+        if pending_reasons:
+            return Verdict("pending", cand, "; ".join(pending_reasons), tuple(detectors),
+                           tuple(flags))
+        return Verdict("store", cand, "passed the write policy", tuple(detectors), tuple(flags))
+
+    def _sensitivity(self, cand: Candidate) -> tuple[Candidate, Verdict | None]:
+        from .sensitivity import redact, scan
+
+        texts = {"claim": cand.claim, "subject": cand.subject, "attribute": cand.attribute,
+                 "evidence": cand.evidence or "", "source": cand.source or ""}
+        reports = {k: scan(v) for k, v in texts.items() if v}
+        secret_detectors = sorted({f.detector for r in reports.values() for f in r.secrets})
+        if secret_detectors:
+            if self.config.secrets == "reject" or any(
+                reports[k].has_secret for k in ("subject", "attribute") if k in reports
+            ):
+                return cand, Verdict(
+                    "reject", cand,
+                    "contains a secret (" + ", ".join(secret_detectors) + "): secrets are "
+                    "never stored; keep them in a secret manager and store a reference",
+                    tuple(f"secret:{d}" for d in secret_detectors),
+                )
+            update: dict[str, Any] = {
+                k: redact(texts[k], reports[k]) for k in ("claim", "evidence", "source")
+                if k in reports and reports[k].has_secret
+            }
+            cand = cand.model_copy(update=update)
+        if any(r.has_pii for r in reports.values()) and cand.sensitivity != "restricted":
+            cand = cand.model_copy(update={"sensitivity": "restricted"})
+        return cand, None
+
+    @staticmethod
+    def _pii_detectors(text: str) -> list[str]:
+        from .sensitivity import scan
+
+        return sorted({f"pii:{f.detector}" for f in scan(text).pii})
+
+
+def normalise_claim(text: str) -> str:
+    """The form two claims are compared in for exact-duplicate detection."""
+    text = re.sub(r"\s+", " ", text.strip().lower())
+    return text.rstrip(" .!;")
+
+
+def with_reason(verdict: Verdict, reason: str) -> Verdict:
+    return replace(verdict, reason=reason)
+
+
+__all__ = [
+    "DEFAULT_EXPIRY",
+    "DEFAULT_RECHECK",
+    "Candidate",
+    "PolicyConfig",
+    "Verdict",
+    "WritePolicy",
+    "normalise_claim",
+]

@@ -1,0 +1,56 @@
+"""Screening of non-fact writes (episodes, checkpoints, scratch) for secrets and injections.
+
+Durable facts go through the full write policy (:mod:`memstrata.policy`).
+Everything else an agent writes is still screened so that no write path can
+store a raw secret: secrets are redacted in place (the report names the
+detector, never the value), and text from ``tool``/``agent`` actors that reads
+as an instruction to the agent is flagged ``untrusted``/``quarantined`` so
+recall and context label it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from .policy import UNTRUSTED_ACTORS
+
+
+def redact_secrets(text: str) -> tuple[str, list[str]]:
+    """``text`` with every secret replaced, and the detectors that fired."""
+    from .sensitivity import redact, scan
+
+    report = scan(text)
+    if not report.has_secret:
+        return text, []
+    return redact(text, report), sorted({f.detector for f in report.secrets})
+
+
+def screen_record(texts: Mapping[str, str | None], *, actor: str | None,
+                  instruction_field: str = "text", untrusted: Collection[str] = UNTRUSTED_ACTORS,
+                  ) -> tuple[dict[str, str], list[str]]:
+    """Screen the text fields of a record before it is stored.
+
+    Returns ``(updates, flags)``: the fields whose secrets were redacted (with their clean
+    text) and the flags to add (``redacted:DETECTOR``; ``untrusted``, ``quarantined`` and
+    ``injection:RULE`` when ``actor`` is one of ``untrusted`` and ``instruction_field``
+    reads as an instruction to the agent). The caller applies both.
+    """
+    from .injection import detect_injection
+
+    updates: dict[str, str] = {}
+    flags: list[str] = []
+    for name, value in texts.items():
+        if value:
+            clean, detectors = redact_secrets(value)
+            if detectors:
+                updates[name] = clean
+                flags += [f"redacted:{d}" for d in detectors]
+    if actor in untrusted:
+        text = updates.get(instruction_field, texts.get(instruction_field)) or ""
+        found = detect_injection(text)
+        if found:
+            flags += ["untrusted", "quarantined", *sorted({f"injection:{f.rule}" for f in found})]
+    return updates, flags
+
+
+__all__ = ["redact_secrets", "screen_record"]

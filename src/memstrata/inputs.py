@@ -1,0 +1,186 @@
+"""The rules every input meets, defined once: text, names, numbers, flags, dates, id lists.
+
+Two forms of each rule:
+
+- *field rules* (:func:`clean_text`, :func:`check_name`, :func:`unit_interval`) raise
+  ``ValueError``; pydantic models use them through the annotated types of
+  :mod:`memstrata.models`, and :func:`memstrata.models.build` turns pydantic's error into
+  memstrata's :class:`~memstrata.errors.ValidationError`;
+- *argument rules* (:func:`text_arg`, :func:`int_arg`, :func:`bool_arg`, :func:`date_arg`,
+  :func:`ids_arg`) raise :class:`~memstrata.errors.ValidationError` with a hint, for the
+  plain keyword arguments of public methods.
+
+Text rules: a ``str`` (never bytes, numbers or None unless the caller allows None), valid
+UTF-8 (no lone surrogates), no NUL bytes, stripped, within the field's size limit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from .clock import ensure_utc
+from .errors import ValidationError
+
+MAX_NAME = 128
+MAX_CLAIM = 1000
+MAX_TEXT = 8000
+MAX_SOURCE = 500
+#: The largest ``k`` (ranked results) any search or recall returns.
+MAX_K = 100
+_NAME_RE = re.compile(r"^[\w.@:+\-/]+$")
+
+
+def clean_text(value: Any, *, field: str, max_len: int, allow_empty: bool = False) -> str:
+    """Check one text value against the text rules; returns it stripped (``ValueError``)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{field} contains a NUL byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{field} is not valid UTF-8 (lone surrogate)") from exc
+    value = value.strip()
+    if not value and not allow_empty:
+        raise ValueError(f"{field} must not be empty")
+    if len(value) > max_len:
+        raise ValueError(f"{field} is {len(value)} characters; the limit is {max_len}")
+    return str(value)
+
+
+def check_name(value: Any, field: str) -> str | None:
+    """A scope or principal name: letters, digits and ``. @ : + - / _`` (``ValueError``)."""
+    if value is None:
+        return None
+    text = clean_text(value, field=field, max_len=MAX_NAME)
+    if not _NAME_RE.match(text):
+        raise ValueError(f"{field} {text!r} may only contain letters, digits and . @ : + - / _")
+    return text
+
+
+def unit_interval(value: Any, field: str = "confidence") -> float:
+    """A number from 0 to 1 (not a bool, not a string) (``ValueError``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{field} must be a number between 0 and 1")
+    return float(value)
+
+
+def slot_name(value: Any, field: str) -> str:
+    """A fact's subject or attribute: text, lower-cased, inner whitespace collapsed."""
+    text = clean_text(value, field=field, max_len=MAX_NAME)
+    return re.sub(r"\s+", " ", text.lower())
+
+
+def readers_list(value: Any) -> list[str] | None:
+    """``None`` (the whole scope) or a non-empty list of principal names, sorted."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+        raise ValueError("readers must be a list of principal names or None")
+    out: list[str] = sorted({str(check_name(x, "reader")) for x in value})
+    if not out:
+        raise ValueError("readers must name at least one principal (None means the whole scope)")
+    return out
+
+
+def utc_or_none(value: Any, field: str) -> datetime | None:
+    """An aware UTC datetime from a datetime or ISO text (``ValueError``)."""
+    if value is None:
+        return None
+    try:
+        return ensure_utc(value, field=field)
+    except ValidationError as exc:
+        raise ValueError(exc.message) from exc
+
+
+# -- argument rules (ValidationError) -------------------------------------------------
+
+
+def text_arg(value: Any, field: str, *, max_len: int = MAX_TEXT, allow_empty: bool = False,
+             hint: str | None = None) -> str:
+    """:func:`clean_text` raising :class:`ValidationError`."""
+    try:
+        return clean_text(value, field=field, max_len=max_len, allow_empty=allow_empty)
+    except ValueError as exc:
+        raise ValidationError(str(exc), hint=hint) from None
+
+
+def name_arg(value: Any, field: str) -> str | None:
+    """:func:`check_name` raising :class:`ValidationError` (None passes)."""
+    try:
+        return check_name(value, field)
+    except ValueError as exc:
+        raise ValidationError(str(exc), hint="names use letters, digits and . @ : + - / _"
+                              ) from None
+
+
+def int_arg(value: Any, field: str, *, low: int | None = None, high: int | None = None) -> int:
+    """An ``int`` (not a bool, not a string) within ``[low, high]``."""
+    span = (f" from {low} to {high}" if low is not None and high is not None else
+            f" of at least {low}" if low is not None else "")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{field} must be an integer{span}, got {value!r}",
+                              hint=f"pass {field}= as a number, e.g. {low or 1}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValidationError(f"{field} must be an integer{span}, got {value!r}")
+    return value
+
+
+def bool_arg(value: Any, field: str) -> bool:
+    """A real ``bool`` (``"maybe"`` or ``1`` is refused, so a typo never means True)."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{field} must be True or False, got {value!r}")
+    return value
+
+
+def date_arg(value: Any, field: str) -> datetime | None:
+    """None, an aware datetime or ISO-8601 text (a bare date is read as UTC midnight)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime | str):
+        raise ValidationError(f"{field} must be an ISO-8601 date or an aware datetime, got "
+                              f"{type(value).__name__}", hint="e.g. 2026-05-01")
+    return ensure_utc(value, field=field)
+
+
+def ids_arg(value: Any, field: str) -> list[str]:
+    """A non-empty list of record ids or references (``fact:ID``): the bare ids."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | set | frozenset):
+        raise ValidationError(f"{field} must be a list of ids, got {type(value).__name__}",
+                              hint=f"e.g. {field}=['fact:01J...']")
+    out = [text_arg(item, field, max_len=MAX_NAME + 20).split(":", 1)[-1] for item in value]
+    if not out:
+        raise ValidationError(f"{field} is empty", hint="name at least one record")
+    return out
+
+
+def record_id_arg(value: Any, layer: str) -> str:
+    """One record id, given bare or as a reference (``fact:ID``)."""
+    text = text_arg(value, f"{layer} id", max_len=MAX_NAME + 20,
+                    hint=f"pass the id or the reference, e.g. {layer}:01J...")
+    return text.removeprefix(f"{layer}:")
+
+
+__all__ = [
+    "MAX_CLAIM",
+    "MAX_K",
+    "MAX_NAME",
+    "MAX_SOURCE",
+    "MAX_TEXT",
+    "bool_arg",
+    "check_name",
+    "clean_text",
+    "date_arg",
+    "ids_arg",
+    "int_arg",
+    "name_arg",
+    "readers_list",
+    "record_id_arg",
+    "slot_name",
+    "text_arg",
+    "unit_interval",
+    "utc_or_none",
+]

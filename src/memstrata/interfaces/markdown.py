@@ -1,0 +1,479 @@
+"""The three memory files people read and edit (DESIGN §9): their format, parsing and lint.
+
+Three files per scope:
+
+``identity.md`` — small and stable: the identity-tier facts, one per slot::
+
+    - **alice / role** (profile): Alice leads the docs team at Acme. — source: hr:directory
+
+``working-context.md`` — one current value per field: the current standard
+facts (same line format), every task's checkpoint (``## Task: NAME`` with
+``- Objective: ...``, ``- Next action: ...``, ``- Notes: ...`` and
+``### Plan`` / ``### Completed`` / ... lists), and ``## Pending identity
+changes``: identity facts waiting for a person's approval.
+
+``episodic.md`` — append-only, one entry per line, oldest first::
+
+    - 2026-08-01 (ci:run/812): Deploy preview failed: stale build cache [deploy_failed]
+
+A date or source starting with ``~`` is approximate (reconstructed by
+``migrate``). A fact line may end its metadata with ``; expires DATE`` and
+``; readers a,b``; an episode line may end with ``[event]`` and
+``{readers: a,b}``.
+
+This module is the format only: entries (:class:`FactEntry`, :class:`EpisodeEntry`,
+:class:`TaskEntry`, :class:`MemoryFiles`), rendering, parsing (:func:`read_files`, every
+problem an :class:`Issue` with file and line) and :func:`lint_markdown` (format and
+sizes). Reading a store into files and files into a store is
+:mod:`memstrata.interfaces.memory_files`; sorting a legacy MEMORY.md into the three files is
+:mod:`memstrata.interfaces.migrate`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import ValidationError
+from ..models import FACT_KINDS
+
+IDENTITY = "identity.md"
+WORKING = "working-context.md"
+EPISODIC = "episodic.md"
+FILES = (IDENTITY, WORKING, EPISODIC)
+
+#: Lint limits: identity and the working context load into every session.
+IDENTITY_MAX_ENTRIES = 30
+IDENTITY_MAX_TOKENS = 800
+WORKING_MAX_TOKENS = 1500
+
+IMPORT_CONFIDENCE = 0.9
+APPROX = "~"
+APPROX_FLAG = "approx_date"
+
+_HEADERS = {
+    IDENTITY: "# Identity\n\nWho we work for and what always applies. Small and stable: a "
+              "change goes through review\n(record it under \"Pending identity changes\" in "
+              "working-context.md).\n",
+    WORKING: "# Working context\n\nOne current value per field: current facts, each task's "
+             "checkpoint, and identity\nchanges waiting for a person.\n",
+    EPISODIC: "# Episodic log\n\nAppend-only, oldest first: `YYYY-MM-DD (source): what "
+              "happened`. A date or source\nstarting with ~ is approximate.\n",
+}
+_TITLES = {name: text.splitlines()[0] for name, text in _HEADERS.items()}
+
+_SINGLE = (("objective", "Objective"), ("next_action", "Next action"), ("notes", "Notes"))
+_LISTS = (("constraints", "Constraints"), ("plan", "Plan"), ("completed", "Completed"),
+          ("evidence", "Evidence"), ("source_refs", "Source refs"),
+          ("pending_identity_changes", "Pending identity changes"))
+_SINGLE_BY_LABEL = {label.lower(): name for name, label in _SINGLE}
+_LIST_BY_LABEL = {label.lower(): name for name, label in _LISTS}
+
+_FACT_RE = re.compile(r"^- \*\*(?P<slot>.+?)\*\* \((?P<kind>[a-z_]+)\): (?P<rest>.+)$")
+_EPISODE_RE = re.compile(r"^(?:- )?(?P<approx>~?)(?P<date>\d{4}-\d{2}-\d{2}) \((?P<source>.+?)\): "
+                         r"(?P<text>.+)$")
+_EVENT_RE = re.compile(r"^(?P<text>.*\S) \[(?P<event>[A-Za-z0-9_.:\-]+)\]$")
+_READERS_RE = re.compile(r"^(?P<text>.*\S) \{readers: (?P<readers>[^{}]+)\}$")
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+SOURCE_SEP = " — source: "
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace runs (newlines included) to single spaces."""
+    return " ".join(text.split())
+
+
+def _day(value: str, where: str) -> datetime:
+    try:
+        return datetime.combine(date.fromisoformat(value), datetime.min.time(), tzinfo=UTC)
+    except ValueError:
+        raise ValidationError(f"{where}: {value!r} is not a date (YYYY-MM-DD)") from None
+
+
+# -- entries ------------------------------------------------------------------
+
+@dataclass
+class FactEntry:
+    """One fact line of identity.md or working-context.md."""
+
+    subject: str
+    attribute: str
+    kind: str
+    claim: str
+    source: str
+    expires: str | None = None
+    readers: list[str] | None = None
+    line: int = 0
+
+    def render(self) -> str:
+        meta = [self.source]
+        if self.expires:
+            meta.append(f"expires {self.expires}")
+        if self.readers:
+            meta.append("readers " + ",".join(self.readers))
+        return (f"- **{self.subject} / {self.attribute}** ({self.kind}): {one_line(self.claim)}"
+                f"{SOURCE_SEP}{'; '.join(one_line(m) for m in meta)}")
+
+    @property
+    def slot(self) -> tuple[str, str]:
+        return (self.subject.lower(), self.attribute.lower())
+
+
+@dataclass
+class EpisodeEntry:
+    """One line of episodic.md."""
+
+    day: str
+    source: str
+    text: str
+    event: str = "note"
+    approx: bool = False
+    readers: list[str] | None = None
+    line: int = 0
+
+    def render(self) -> str:
+        out = f"- {APPROX if self.approx else ''}{self.day} ({one_line(self.source)}): " \
+              f"{one_line(self.text)}"
+        if self.event != "note":
+            out += f" [{self.event}]"
+        if self.readers:
+            out += " {readers: " + ",".join(self.readers) + "}"
+        return out
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.day, one_line(self.source), one_line(self.text))
+
+
+@dataclass
+class TaskEntry:
+    """One ``## Task:`` section of working-context.md."""
+
+    task: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    line: int = 0
+
+    def render(self) -> list[str]:
+        out = [f"## Task: {one_line(self.task)}", ""]
+        singles = [f"- {label}: {one_line(self.fields[name])}" for name, label in _SINGLE
+                   if self.fields.get(name)]
+        out += singles
+        for name, label in _LISTS:
+            items = self.fields.get(name) or []
+            if items:
+                if out[-1] != "":
+                    out.append("")
+                out += [f"### {label}", ""] + [f"- {one_line(i)}" for i in items]
+        return out
+
+
+@dataclass
+class MemoryFiles:
+    """The parsed content of the three files."""
+
+    identity: list[FactEntry] = field(default_factory=list)
+    facts: list[FactEntry] = field(default_factory=list)
+    tasks: list[TaskEntry] = field(default_factory=list)
+    pending_identity: list[FactEntry] = field(default_factory=list)
+    episodes: list[EpisodeEntry] = field(default_factory=list)
+
+    def render(self) -> dict[str, str]:
+        """The three files' text, deterministically ordered."""
+        identity = [_HEADERS[IDENTITY], *_fact_block(self.identity)]
+        working = [_HEADERS[WORKING], "## Current facts", "", *_fact_block(self.facts, "")]
+        for task in sorted(self.tasks, key=lambda t: t.task):
+            working += [*task.render(), ""]
+        working += ["## Pending identity changes", "", *_fact_block(self.pending_identity, "")]
+        episodes = sorted(self.episodes, key=lambda e: e.day)  # stable: keeps same-day order
+        episodic = [_HEADERS[EPISODIC], *(e.render() for e in episodes)]
+        return {IDENTITY: _join(identity), WORKING: _join(working), EPISODIC: _join(episodic)}
+
+
+def _fact_block(entries: Sequence[FactEntry], lead: str | None = None) -> list[str]:
+    lines = [f.render() for f in sorted(entries, key=lambda f: (f.subject, f.attribute))]
+    if not lines:
+        lines = ["_none_"]
+    if lead is None:
+        return lines
+    return [*lines, lead]
+
+
+def _join(parts: list[str]) -> str:
+    text = "\n".join(parts).rstrip("\n")
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text + "\n"
+
+
+# -- parsing ------------------------------------------------------------------
+
+@dataclass
+class Issue:
+    """One problem found in a file (lint, or a parse error on import)."""
+
+    file: str
+    line: int
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.severity}: {self.message}"
+
+
+def parse_fact(text: str, file: str, line: int, issues: list[Issue]) -> FactEntry | None:
+    m = _FACT_RE.match(text)
+    if m is None:
+        issues.append(Issue(file, line, "not a fact line: expected "
+                                         "'- **subject / attribute** (kind): claim — source: S'"))
+        return None
+    subject, sep, attribute = m["slot"].partition(" / ")
+    if not sep or not subject.strip() or not attribute.strip():
+        issues.append(Issue(file, line, "the slot must read 'subject / attribute'"))
+        return None
+    if m["kind"] not in FACT_KINDS:
+        issues.append(Issue(file, line, f"unknown kind {m['kind']!r}; use one of "
+                                        + ", ".join(FACT_KINDS)))
+        return None
+    claim, sep, meta = m["rest"].rpartition(SOURCE_SEP)
+    if not sep or not claim.strip():
+        issues.append(Issue(file, line, "missing ' — source: ...' (every fact needs a source)"))
+        return None
+    parts = meta.split("; ")
+    expires = None
+    readers = None
+    while len(parts) > 1:
+        last = parts[-1]
+        if last.startswith("expires ") and _DATE_RE.match(last[8:]):
+            expires = last[8:]
+        elif last.startswith("readers ") and last[8:].strip():
+            readers = sorted(r.strip() for r in last[8:].split(",") if r.strip())
+        else:
+            break
+        parts.pop()
+    source = "; ".join(parts).strip()
+    if not source:
+        issues.append(Issue(file, line, "empty source"))
+        return None
+    return FactEntry(subject=subject.strip(), attribute=attribute.strip(), kind=m["kind"],
+                     claim=claim.strip(), source=source, expires=expires, readers=readers,
+                     line=line)
+
+
+def parse_episode(text: str, file: str, line: int, issues: list[Issue]) -> EpisodeEntry | None:
+    m = _EPISODE_RE.match(text)
+    if m is None:
+        issues.append(Issue(file, line, "not an episode line: expected "
+                                        "'- YYYY-MM-DD (source): what happened'"))
+        return None
+    try:
+        date.fromisoformat(m["date"])
+    except ValueError:
+        issues.append(Issue(file, line, f"{m['date']!r} is not a valid date"))
+        return None
+    body = m["text"].strip()
+    readers = None
+    rm = _READERS_RE.match(body)
+    if rm is not None:
+        body = rm["text"]
+        readers = sorted(r.strip() for r in rm["readers"].split(",") if r.strip())
+    event = "note"
+    em = _EVENT_RE.match(body)
+    if em is not None:
+        body, event = em["text"], em["event"]
+    return EpisodeEntry(day=m["date"], source=m["source"].strip(), text=body, event=event,
+                        approx=bool(m["approx"]), readers=readers, line=line)
+
+
+def _content_lines(text: str) -> list[tuple[int, str]]:
+    return [(n, ln.rstrip()) for n, ln in enumerate(text.splitlines(), 1)]
+
+
+def parse_identity(text: str, issues: list[Issue], file: str = IDENTITY) -> list[FactEntry]:
+    out = []
+    for n, ln in _content_lines(text):
+        if ln.startswith("- "):
+            entry = parse_fact(ln, file, n, issues)
+            if entry is not None:
+                out.append(entry)
+        elif ln.startswith("#") and ln != _TITLES[IDENTITY]:
+            issues.append(Issue(file, n, f"unexpected heading {ln!r}: identity.md holds "
+                                         "one list of facts", "warning"))
+    return out
+
+
+def parse_working(text: str, issues: list[Issue], file: str = WORKING
+                  ) -> tuple[list[FactEntry], list[TaskEntry], list[FactEntry]]:
+    facts: list[FactEntry] = []
+    tasks: list[TaskEntry] = []
+    pending: list[FactEntry] = []
+    section: str | None = None
+    task: TaskEntry | None = None
+    list_field: str | None = None
+    for n, ln in _content_lines(text):
+        if ln.startswith("## "):
+            title = ln[3:].strip()
+            list_field = None
+            task = None
+            if title.lower() == "current facts":
+                section = "facts"
+            elif title.lower() == "pending identity changes":
+                section = "pending"
+            elif title.lower().startswith("task:") and title[5:].strip():
+                section = "task"
+                task = TaskEntry(task=title[5:].strip(), line=n)
+                tasks.append(task)
+            else:
+                section = None
+                issues.append(Issue(file, n, f"unknown section {title!r}; expected 'Current "
+                                             "facts', 'Task: NAME' or 'Pending identity "
+                                             "changes'"))
+        elif ln.startswith("### "):
+            label = ln[4:].strip().lower()
+            if task is None or label not in _LIST_BY_LABEL:
+                issues.append(Issue(file, n, f"unexpected subsection {ln[4:].strip()!r}"))
+                list_field = None
+            else:
+                list_field = _LIST_BY_LABEL[label]
+                task.fields.setdefault(list_field, [])
+        elif ln.startswith("- "):
+            if section in ("facts", "pending"):
+                entry = parse_fact(ln, file, n, issues)
+                if entry is not None:
+                    (facts if section == "facts" else pending).append(entry)
+            elif section == "task" and task is not None:
+                if list_field is not None:
+                    task.fields[list_field].append(ln[2:].strip())
+                    continue
+                label, sep, value = ln[2:].partition(": ")
+                name = _SINGLE_BY_LABEL.get(label.strip().lower())
+                if not sep or name is None:
+                    issues.append(Issue(file, n, "expected '- Objective: ...', '- Next action: "
+                                                 "...' or '- Notes: ...' before the lists"))
+                elif name in task.fields:
+                    issues.append(Issue(file, n, f"{label} given twice (one current value "
+                                                 "per field)"))
+                else:
+                    task.fields[name] = value.strip()
+            else:
+                issues.append(Issue(file, n, "entry outside a known section"))
+        elif ln.startswith("#") and ln != _TITLES[WORKING]:
+            issues.append(Issue(file, n, f"unexpected heading {ln!r}", "warning"))
+    return facts, tasks, pending
+
+
+def parse_episodic(text: str, issues: list[Issue], file: str = EPISODIC) -> list[EpisodeEntry]:
+    out = []
+    for n, ln in _content_lines(text):
+        if ln.startswith("- ") or _EPISODE_RE.match(ln):
+            entry = parse_episode(ln, file, n, issues)
+            if entry is not None:
+                out.append(entry)
+        elif ln.startswith("#") and ln != _TITLES[EPISODIC]:
+            issues.append(Issue(file, n, f"unexpected heading {ln!r}", "warning"))
+    return out
+
+
+def read_files(directory: Path, issues: list[Issue]) -> MemoryFiles:
+    """Parse whichever of the three files exist in ``directory``."""
+    files = MemoryFiles()
+    path = directory / IDENTITY
+    if path.exists():
+        files.identity = parse_identity(path.read_text(encoding="utf-8"), issues)
+    path = directory / WORKING
+    if path.exists():
+        files.facts, files.tasks, files.pending_identity = parse_working(
+            path.read_text(encoding="utf-8"), issues)
+    path = directory / EPISODIC
+    if path.exists():
+        files.episodes = parse_episodic(path.read_text(encoding="utf-8"), issues)
+    _check_slots(files, issues)
+    return files
+
+
+def _check_slots(files: MemoryFiles, issues: list[Issue]) -> None:
+    seen: dict[tuple[str, str], str] = {}
+    for fname, entries in ((IDENTITY, files.identity), (WORKING, files.facts)):
+        for e in entries:
+            where = f"{fname}:{e.line}"
+            if e.slot in seen:
+                issues.append(Issue(fname, e.line, f"slot {e.subject} / {e.attribute} already "
+                                                   f"has a value at {seen[e.slot]} (one "
+                                                   "current value per field)"))
+            else:
+                seen[e.slot] = where
+    names: set[str] = set()
+    for t in files.tasks:
+        if t.task in names:
+            issues.append(Issue(WORKING, t.line, f"task {t.task!r} appears twice"))
+        names.add(t.task)
+
+
+# -- lint ---------------------------------------------------------------------
+
+def lint_markdown(directory: str | Path, *, identity_max_entries: int = IDENTITY_MAX_ENTRIES,
+                  identity_max_tokens: int = IDENTITY_MAX_TOKENS,
+                  working_max_tokens: int = WORKING_MAX_TOKENS) -> list[Issue]:
+    """Check format and sizes of the three files; returns the issues (empty = clean)."""
+    from ..governance.sensitivity import scan
+    from ..tokens import count_tokens
+
+    directory = Path(directory)
+    issues: list[Issue] = []
+    for name in FILES:
+        path = directory / name
+        if not path.exists():
+            issues.append(Issue(name, 0, "file is missing"))
+            continue
+        text = path.read_text(encoding="utf-8")
+        first = text.splitlines()[0] if text else ""
+        if first != _TITLES[name]:
+            issues.append(Issue(name, 1, f"the first line should be {_TITLES[name]!r}"))
+        for n, ln in _content_lines(text):
+            found = scan(ln)
+            if found.has_secret:
+                issues.append(Issue(name, n, "contains a secret (" + ", ".join(
+                    sorted({f.detector for f in found.secrets})) + "): remove it"))
+    files = read_files(directory, issues)
+    path = directory / IDENTITY
+    if path.exists():
+        tokens = count_tokens(path.read_text(encoding="utf-8"))
+        if len(files.identity) > identity_max_entries:
+            issues.append(Issue(IDENTITY, 0, f"{len(files.identity)} entries; identity must "
+                                             f"stay small (at most {identity_max_entries}): "
+                                             "move the rest to working-context.md"))
+        if tokens > identity_max_tokens:
+            issues.append(Issue(IDENTITY, 0, f"{tokens} tokens; the limit is "
+                                             f"{identity_max_tokens} (it loads into every "
+                                             "session)"))
+    path = directory / WORKING
+    if path.exists():
+        tokens = count_tokens(path.read_text(encoding="utf-8"))
+        if tokens > working_max_tokens:
+            issues.append(Issue(WORKING, 0, f"{tokens} tokens; the limit is "
+                                            f"{working_max_tokens}: retire stale facts or "
+                                            "finish tasks"))
+    last = ""
+    for e in files.episodes:
+        if e.day < last:
+            issues.append(Issue(EPISODIC, e.line, f"{e.day} comes after {last}: the log is "
+                                                  "append-only, oldest first"))
+        last = max(last, e.day)
+    return sorted(issues, key=lambda i: (FILES.index(i.file), i.line))
+
+__all__ = [
+    "APPROX_FLAG",
+    "EPISODIC",
+    "FILES",
+    "IDENTITY",
+    "WORKING",
+    "EpisodeEntry",
+    "FactEntry",
+    "Issue",
+    "MemoryFiles",
+    "TaskEntry",
+    "lint_markdown",
+    "read_files",
+]

@@ -1,0 +1,214 @@
+"""The MCP server: memstrata's tools (:mod:`memstrata.tools`) over the official ``mcp`` SDK.
+
+Contract:
+- Tools are rendered from :data:`memstrata.tools.TOOLS` one to one: same
+  names, same JSON schemas, same handlers. A call returns the handler's dict
+  as ``structured_content`` (and as JSON text); a library error or invalid
+  arguments come back as a tool error (``is_error``) carrying
+  ``{"error", "hint", "type"}``, so the model can read and correct it.
+- The scope is fixed when the server is built (from ``memstrata mcp``'s
+  flags or the configuration); no tool argument can change it.
+- Each client session gets its own :class:`~memstrata.tools.ToolDispatcher`,
+  hence its own run: scratch keys are private to the session and discarded
+  when the server shuts down; ledger operations carry the run id, so a key
+  begun by a session that died reads ``unknown`` to the next one.
+- Transports: stdio (:func:`serve_stdio`) and streamable HTTP bound to
+  127.0.0.1 only (:func:`serve_http`): there is no authentication, so the
+  server never listens on another interface.
+- Library calls run in a worker thread so a slow embedder never stalls the
+  event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..models import Scope, make_scope
+from .tools import TOOLS, TOOLS_BY_NAME, ToolDispatcher
+
+if TYPE_CHECKING:
+    from mcp.server import Server
+
+    from ..memory import Memory
+
+HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+INSTRUCTIONS = """\
+memstrata is your memory, split into layers with different rules. It is a prior, not
+permission: verify anything consequential against its source or the user.
+
+At the start of a session:
+1. get_durable_records: identity facts (who you work for, what always applies) and the
+   current durable facts of this scope. Identity comes first and always applies.
+2. get_current_task: the current checkpoint of your task, in full. Resume from its
+   next_action instead of starting over.
+
+While working:
+- search_history or recall only when the task needs past events or facts you do not
+  have; an empty result is a valid answer, not a reason to guess.
+- recall with decision="side_effect" before a consequential action: every item comes back
+  flagged for verification, naming the source to check.
+- scratch_write / scratch_read / scratch_list hold values for this session only; they are
+  discarded when the session ends and never become durable memory.
+- Before any side effect (publish, send, pay, deploy): begin_operation with a stable key.
+  If it reports "succeeded", do not repeat it; "unknown" means an earlier run began it and
+  never finished, so check the external system first. Afterwards, complete_operation with
+  the external reference (or the error).
+- save_checkpoint after each meaningful step, so a fresh worker can resume.
+- log_episode for events worth finding later (what happened, when, where observed).
+
+Writing durable memory:
+- propose_memory for a stable fact worth keeping (a preference, decision, lesson), with
+  its source. The write policy decides; most proposals wait for a person's review. If you
+  cannot state a source, do not propose it. Never store secrets.
+- Never write identity. If the user asks to change something about who they are or what
+  always applies, record it in save_checkpoint's pending_identity_changes; a person
+  confirms it.
+- forget when the user asks you to forget something; it deletes for real within this
+  scope only.
+
+Writes return receipts (what was stored and its reference), not echoes of the content:
+do not read back what you just wrote. The scope (tenant, user, project) is fixed by this
+server; tools take no arguments naming a user or tenant.
+"""
+
+
+class MemoryTools:
+    """The dispatchers of one server: one run per client session.
+
+    Over stdio a process serves exactly one client, so the process owns one
+    run. Over streamable HTTP each ``mcp-session-id`` gets its own run;
+    requests without a session id (stateless mode) share the process's run.
+    """
+
+    PROCESS = "process"
+
+    def __init__(self, mem: Memory, scope: Scope, *, task: str | None = None,
+                 actor: str = "agent") -> None:
+        self.mem = mem
+        self.scope = scope
+        self.task = task
+        self.actor = actor
+        self._sessions: dict[str, ToolDispatcher] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def session_key(ctx: Any) -> str:
+        """The client session a request belongs to (see the class docstring)."""
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        if headers is not None:
+            sid = headers.get("mcp-session-id")
+            if sid:
+                return f"http:{sid}"
+        return MemoryTools.PROCESS
+
+    def for_session(self, key: str) -> ToolDispatcher:
+        """The dispatcher of a client session (created on its first call)."""
+        with self._lock:
+            dispatcher = self._sessions.get(key)
+            if dispatcher is None:
+                dispatcher = ToolDispatcher(self.mem, self.scope, task=self.task,
+                                            actor=self.actor)
+                self._sessions[key] = dispatcher
+            return dispatcher
+
+    def close(self) -> None:
+        """End every session's run (their scratchpads are discarded)."""
+        with self._lock:
+            dispatchers = list(self._sessions.values())
+            self._sessions.clear()
+        for dispatcher in dispatchers:
+            dispatcher.close()
+
+
+def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None = None,
+                 actor: str = "agent", name: str = "memstrata") -> Server[Any]:
+    """An MCP server exposing memstrata's tools for one fixed scope.
+
+    The returned server has a ``memstrata_tools`` attribute (:class:`MemoryTools`);
+    call its ``close()`` when the server stops.
+    """
+    import anyio
+    import mcp_types as types
+    from mcp.server import Server
+
+    from ..version import __version__
+
+    tools = MemoryTools(mem, make_scope(scope), task=task, actor=actor)
+    listing = [
+        types.Tool(
+            name=t.name, description=t.description, input_schema=t.input_schema(),
+            annotations=types.ToolAnnotations(
+                read_only_hint=t.read_only, destructive_hint=t.destructive,
+                idempotent_hint=t.idempotent or t.read_only, open_world_hint=False),
+        )
+        for t in TOOLS
+    ]
+    schemas = {t.name: t.input_schema() for t in TOOLS}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listing)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        dispatcher = tools.for_session(tools.session_key(ctx))
+        arguments = dict(params.arguments or {})
+        result = await anyio.to_thread.run_sync(dispatcher.dispatch, params.name, arguments)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text",
+                                       text=json.dumps(result, ensure_ascii=False,
+                                                       default=str))],
+            structured_content=result,
+            is_error="error" in result,
+        )
+
+    server: Server[Any] = Server(
+        name, version=__version__, title="memstrata",
+        description="Layered, governed memory for LLM agents", instructions=INSTRUCTIONS,
+        on_list_tools=list_tools, on_call_tool=call_tool,
+        get_tool_input_schema=schemas.get,
+    )
+    server.memstrata_tools = tools  # type: ignore[attr-defined]
+    return server
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve one client over this process's stdin/stdout until it disconnects."""
+    from mcp.server.stdio import stdio_server
+
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        _close(server)
+
+
+async def serve_http(server: Server[Any], *, port: int = DEFAULT_PORT,
+                     path: str = "/mcp", log_level: str = "warning") -> None:
+    """Serve streamable HTTP on 127.0.0.1:``port`` (loopback only) until stopped."""
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path=path, host=HOST)
+    config = uvicorn.Config(app, host=HOST, port=port, log_level=log_level)
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        _close(server)
+
+
+def _close(server: Server[Any]) -> None:
+    tools = getattr(server, "memstrata_tools", None)
+    if tools is not None:
+        tools.close()
+
+
+def tool_names() -> list[str]:
+    """Names of the tools the server exposes (the same as :data:`TOOLS_BY_NAME`)."""
+    return list(TOOLS_BY_NAME)
+
+
+__all__ = ["DEFAULT_PORT", "HOST", "INSTRUCTIONS", "MemoryTools", "build_server", "serve_http",
+           "serve_stdio", "tool_names"]

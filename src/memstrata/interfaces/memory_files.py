@@ -1,0 +1,256 @@
+"""Memory files to and from a store: export, import (DESIGN §9).
+
+Contract:
+- ``export_markdown`` writes the records of *exactly* the given scope (what
+  a principal may read; current facts only, unexpired episodes), sorted
+  deterministically, so export → import into a fresh store → export gives
+  byte-identical files (``import_markdown(..., trust=True)``). Whitespace
+  inside a value is collapsed to single spaces. Files that differ from what would be
+  written are not replaced unless ``overwrite`` (a person's edits are never lost).
+- ``import_markdown`` parses every file first (a format error writes
+  nothing), then writes through the library: facts through the write policy
+  with actor ``import`` (secrets are refused, PII goes to review). Identity
+  entries always arrive as *pending review*; only with ``trust=True`` — a
+  person on the command line vouching for the files — are they (and any
+  other entry the policy held back) approved, with that person as reviewer.
+  Entries of "Pending identity changes" stay pending. Re-importing is
+  idempotent: equal facts are duplicates, existing episodes and unchanged
+  checkpoints are skipped.
+
+The file format itself is :mod:`memstrata.interfaces.markdown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Conflict, ValidationError
+from ..models import CHECKPOINT_FIELDS, Scope, make_scope
+from .markdown import (
+    _LISTS,
+    APPROX_FLAG,
+    EPISODIC,
+    FILES,
+    IDENTITY,
+    IMPORT_CONFIDENCE,
+    WORKING,
+    EpisodeEntry,
+    FactEntry,
+    Issue,
+    MemoryFiles,
+    TaskEntry,
+    _day,
+    read_files,
+)
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+
+# -- export -------------------------------------------------------------------
+
+@dataclass
+class ExportReport:
+    """What an export wrote."""
+
+    directory: Path
+    counts: dict[str, int]
+    files: list[Path]
+
+
+def _fact_entry(f: Any) -> FactEntry:
+    return FactEntry(subject=f.subject, attribute=f.attribute, kind=f.kind, claim=f.claim,
+                     source=f.provenance.source,
+                     expires=f.expires_at.date().isoformat() if f.expires_at else None,
+                     readers=sorted(f.readers) if f.readers else None)
+
+
+def collect(mem: Memory, scope: Scope | dict[str, Any], *, principal: str | None = None
+            ) -> MemoryFiles:
+    """The scope's memory as file entries (exactly this scope, readable by the principal)."""
+    scope = make_scope(scope)
+    current = [f for f in mem.facts.current(scope, limit=100_000, principal=principal)
+               if f.scope == scope]
+    pending = [f for f in mem.review.pending(scope, principal=principal, limit=100_000)
+               if f.scope == scope and f.tier == "identity"]
+    files = MemoryFiles(
+        identity=[_fact_entry(f) for f in current if f.tier == "identity"],
+        facts=[_fact_entry(f) for f in current if f.tier != "identity"],
+        pending_identity=[_fact_entry(f) for f in pending],
+    )
+    for task in mem.checkpoints.tasks(scope):
+        cp = mem.checkpoints.current(scope, task)
+        if cp is not None:
+            files.tasks.append(TaskEntry(task=task, fields={
+                name: getattr(cp, name) for name in CHECKPOINT_FIELDS}))
+    episodes = mem.episodes.log(scope, principal=principal)
+    files.episodes = [
+        EpisodeEntry(day=e.observed_at.date().isoformat(), source=e.provenance.source,
+                     text=e.text + (f" (outcome: {e.outcome})" if e.outcome else ""),
+                     event=e.event, approx=APPROX_FLAG in e.flags,
+                     readers=sorted(e.readers) if e.readers else None)
+        for e in episodes
+    ]
+    return files
+
+
+def write_files(directory: Path, texts: dict[str, str], *, overwrite: bool = False) -> list[Path]:
+    """Write the files atomically; refuses to replace different content unless ``overwrite``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if not overwrite:
+        changed = [n for n, t in texts.items()
+                   if (directory / n).exists() and (directory / n).read_text("utf-8") != t]
+        if changed:
+            raise Conflict(f"{', '.join(changed)} in {directory} differ from what would be "
+                           "written", hint="import your edits first, or overwrite (--force)")
+    out = []
+    for name, text in texts.items():
+        path = directory / name
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+        tmp.replace(path)
+        out.append(path)
+    return out
+
+
+def export_markdown(mem: Memory, scope: Scope | dict[str, Any], directory: str | Path, *,
+                    principal: str | None = None, overwrite: bool = False) -> ExportReport:
+    """Write identity.md, working-context.md and episodic.md for exactly ``scope``."""
+    files = collect(mem, scope, principal=principal)
+    written = write_files(Path(directory), files.render(), overwrite=overwrite)
+    counts = {"identity": len(files.identity), "facts": len(files.facts),
+              "tasks": len(files.tasks), "pending_identity": len(files.pending_identity),
+              "episodes": len(files.episodes)}
+    return ExportReport(directory=Path(directory), counts=counts, files=written)
+
+
+# -- import -------------------------------------------------------------------
+
+@dataclass
+class ImportReport:
+    """What an import did, entry by entry."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+
+Progress = Callable[[int, int], None]
+
+
+def import_markdown(mem: Memory, scope: Scope | dict[str, Any], directory: str | Path, *,
+                    trust: bool = False, reviewer: str | None = None,
+                    progress: Progress | None = None) -> ImportReport:
+    """Read the three files into ``scope`` through the write policy (see module docstring)."""
+    scope = make_scope(scope)
+    directory = Path(directory)
+    if not any((directory / n).exists() for n in FILES):
+        raise ValidationError(f"no memory files in {directory}",
+                              hint=f"expected {', '.join(FILES)} (memstrata export --markdown)")
+    if trust and not reviewer:
+        raise ValidationError("a trusted import needs the reviewer's name",
+                              hint="pass reviewer= (--reviewer NAME)")
+    issues: list[Issue] = []
+    files = read_files(directory, issues)
+    errors = [i for i in issues if i.severity == "error"]
+    if errors:
+        raise ValidationError(f"{len(errors)} format error(s) in {directory}; nothing imported",
+                              hint="; ".join(str(i) for i in errors[:5]),
+                              problems=[str(i) for i in errors])
+    report = ImportReport()
+    total = (len(files.identity) + len(files.facts) + len(files.pending_identity)
+             + len(files.tasks) + (1 if files.episodes else 0))
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    groups = ((IDENTITY, files.identity, "identity", True),
+              (WORKING, files.facts, "standard", True),
+              (WORKING, files.pending_identity, "identity", False))
+    for fname, entries, tier, approvable in groups:
+        for e in entries:
+            _import_fact(mem, scope, e, fname, tier, report,
+                         reviewer=reviewer if trust and approvable else None)
+            tick()
+    for t in files.tasks:
+        _import_task(mem, scope, t, report)
+        tick()
+    if files.episodes:
+        _import_episodes(mem, scope, files.episodes, report)
+        tick()
+    return report
+
+
+def _import_fact(mem: Memory, scope: Scope, e: FactEntry, fname: str, tier: str,
+                 report: ImportReport, *, reviewer: str | None) -> None:
+    res = mem.facts.propose(
+        scope, claim=e.claim, kind=e.kind, subject=e.subject, attribute=e.attribute,
+        actor="import", source=e.source, confidence=IMPORT_CONFIDENCE, tier=tier,
+        evidence=f"imported from {fname}:{e.line}",
+        expires_at=_day(e.expires, f"{fname}:{e.line}") if e.expires else None,
+        readers=e.readers)
+    if res.status == "rejected":
+        report.add("rejected")
+        report.rejected.append(f"{fname}:{e.line}: {res.reason}")
+        return
+    assert res.record is not None
+    waiting = res.status == "pending" or (res.status == "duplicate"
+                                          and res.record.status == "pending_review")
+    if waiting and reviewer is not None:
+        mem.review.approve(res.record.id, by=reviewer, scope=scope)
+        report.add("approved")
+        return
+    if res.status == "pending":
+        report.pending.append(f"{res.record.ref} ({fname}:{e.line}): {res.reason}")
+    report.add(res.status)
+
+
+def _import_task(mem: Memory, scope: Scope, t: TaskEntry, report: ImportReport) -> None:
+    fields = {name: t.fields.get(name, [] if name in dict(_LISTS) else None)
+              for name in CHECKPOINT_FIELDS}
+    cp = mem.checkpoints.current(scope, t.task)
+    if cp is not None and all(
+        (getattr(cp, n) or None) == (fields[n] or None) for n in CHECKPOINT_FIELDS
+    ):
+        report.add("checkpoints_unchanged")
+        return
+    mem.checkpoints.save(scope, t.task, by="import", **fields)
+    report.add("checkpoints")
+
+
+def _import_episodes(mem: Memory, scope: Scope, entries: list[EpisodeEntry],
+                     report: ImportReport) -> None:
+    existing = {e.key for e in collect_episode_keys(mem, scope)}
+    batch = []
+    for e in entries:
+        if e.key in existing:
+            report.add("episodes_existing")
+            continue
+        existing.add(e.key)
+        batch.append({"scope": scope, "text": e.text, "event": e.event, "actor": "import",
+                      "source": e.source, "observed_at": _day(e.day, f"{EPISODIC}:{e.line}"),
+                      "readers": e.readers, "flags": [APPROX_FLAG] if e.approx else []})
+    for start in range(0, len(batch), 500):
+        mem.episodes.append_many(batch[start:start + 500])
+    report.add("episodes", len(batch))
+
+
+def collect_episode_keys(mem: Memory, scope: Scope) -> list[EpisodeEntry]:
+    """The episodes already in exactly ``scope`` that its user may read, as entries."""
+    return collect(mem, scope).episodes
+
+
+
+
+__all__ = ["ExportReport", "ImportReport", "collect", "export_markdown", "import_markdown",
+           "write_files"]

@@ -1,0 +1,343 @@
+"""Sort one legacy memory file (MEMORY.md) into identity.md, working-context.md and episodic.md.
+
+Contract:
+- Every content line is routed to exactly one destination — ``identity``
+  (stable facts), ``working`` (current state) or ``episodic`` (dated events)
+  — or skipped with a reason (a line holding a secret is never copied).
+  Headings and blank lines are structure, not content.
+- The route is decided by, in order: a current-state cue (``- [ ]``,
+  ``TODO``, ``Next:``, ``Working on``...); a stable-fact cue (``Learned:``,
+  ``Always``, ``Never``...); a current-state heading (dates there are
+  deadlines); a date in the line (unless it follows "since", "until", "due"...,
+  which bound a state, not an event); an event heading (``Log``, ``History``, a
+  dated heading); a relative time or a past-tense event verb; a stable
+  heading; and finally stable fact.
+- Dates and sources are reconstructed best-effort: a date in the line is
+  exact; a date from a dated heading is exact for that day; anything else
+  (nearest earlier date, "yesterday", a month without a day, the file's
+  date) is marked approximate with ``~``. A cited source (``(source: X)``,
+  ``(via X)``, a URL) is used as is; otherwise the source is
+  ``~FILE:LINE``, approximate.
+- The output is rendered by :mod:`memstrata.markdown`, so it imports and
+  lints like an export.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+from .markdown import (
+    APPROX,
+    EpisodeEntry,
+    FactEntry,
+    MemoryFiles,
+    TaskEntry,
+    one_line,
+)
+from .memory_files import write_files
+
+_MONTHS = {m: i for i, m in enumerate(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)}
+_MONTH = r"(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_DATE_PATTERNS = (
+    (re.compile(r"\b(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})\b"), True),
+    (re.compile(rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)? {_MONTH},? (?P<y>\d{{4}})\b", re.I), True),
+    (re.compile(rf"\b{_MONTH} (?P<d>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<y>\d{{4}})\b", re.I), True),
+    (re.compile(rf"\b{_MONTH} (?P<y>\d{{4}})\b", re.I), False),
+)
+#: A date after these words bounds a state or a deadline; it does not date an event.
+_STATE_DATE = re.compile(r"\b(?:since|as of|until|till|due|by|before|after)\s*$", re.I)
+_LEAD_SEP = re.compile(r"^[\s:–—\-,]+")
+
+_CURRENT_CUE = re.compile(
+    r"^(?:\[[ xX]\]|todo\b|to do\b|next\b|next up\b|next step|currently\b|working on\b|"
+    r"in progress\b|wip\b|right now\b|blocked\b|blocker\b|this week\b|focus\b|goal\b|"
+    r"objective\b|waiting on\b)", re.I)
+_STABLE_CUE = re.compile(r"^(?:learned\b|lesson\b|remember\b|always\b|never\b|rule\b|"
+                         r"convention\b|note to self\b|don'?t ever\b)", re.I)
+_RELATIVE = re.compile(r"\b(?P<rel>yesterday|today|tonight|this morning|earlier today|"
+                       r"last (?:night|week|month)|(?:on )?(?:mon|tues|wednes|thurs|fri|satur|"
+                       r"sun)day)\b", re.I)
+_EVENT_VERB = re.compile(
+    r"^(?:we |i |the team )?(?:deployed|fixed|merged|released|shipped|migrated|met|decided|"
+    r"found|discovered|broke|failed|rolled back|upgraded|published|launched|reverted|sent|"
+    r"finished|started|completed|resolved|hit|saw|noticed)\b", re.I)
+_HEADING_WORDS = {
+    "episodic": ("log", "history", "changelog", "timeline", "journal", "events", "diary",
+                 "sessions", "what happened", "incidents", "done"),
+    "working": ("current", "now", "status", "in progress", "wip", "todo", "to do", "next",
+                "plan", "working on", "focus", "this week", "active", "open", "blocker",
+                "tasks"),
+    "identity": ("about", "profile", "user", "preference", "identity", "convention", "rules",
+                 "facts", "style", "people", "team", "contact", "setup", "environment", "stack",
+                 "tools", "knowledge", "background"),
+}
+_CITED = re.compile(r"\s*\((?:source|src|via|from|per)\s*:?\s*(?P<src>[^()]+)\)", re.I)
+_URL = re.compile(r"https?://[^\s)>\]]+")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_CHECKBOX = re.compile(r"^\[(?P<mark>[ xX])\]\s*")
+_LABEL = re.compile(r"^(?P<label>todo|to do|next up|next step|next|currently|working on|"
+                    r"in progress|wip|right now|focus|goal|objective)\b\s*[:\-–—]?\s*", re.I)
+_KIND_CUES = (
+    ("constraint", re.compile(r"\b(must|never|always|do not|don'?t|should not|required|only "
+                              r"use|not allowed)\b", re.I)),
+    ("preference", re.compile(r"\b(prefer|prefers|preferred|likes?|loves?|hates?|dislikes?|"
+                              r"wants?|favou?rite|rather)\b", re.I)),
+    ("lesson", re.compile(r"\b(learned|lesson|turns out|remember to|gotcha|tip)\b", re.I)),
+    ("relationship", re.compile(r"\b(manager|reports to|colleague|works with|boss|teammate|"
+                                r"partner|friend|mentor)\b", re.I)),
+    ("decision", re.compile(r"\b(decided|we chose|agreed|going with)\b", re.I)),
+    ("system_fact", re.compile(r"\b(port|server|version|database|api|runs on|deployed|"
+                               r"hosted|repo|endpoint|config|built with|ci|netlify|hugo)\b",
+                               re.I)),
+)
+_NAME_VERB = re.compile(r"^(?P<name>[A-Z][a-z]+) (?:is|prefers|likes|wants|uses|works|lives|"
+                        r"handles|owns|hates|needs|has|speaks|leads|reports|manages|loves)\b")
+_STOP = frozenset((
+    "a", "an", "the", "is", "are", "was", "were", "be", "been", "to", "of", "in", "on", "at",
+    "for", "and", "or", "but", "with", "by", "from", "as", "it", "its", "this", "that",
+    "these", "those", "i", "we", "you", "he", "she", "they", "our", "my", "your", "prefers",
+    "prefer", "likes", "like", "wants", "want", "uses", "use", "no", "not", "never", "always",
+))
+
+
+@dataclass
+class Route:
+    """Where one line of the legacy file went."""
+
+    line: int
+    text: str
+    destination: str  # identity | working | episodic | skipped
+    note: str = ""
+
+
+@dataclass
+class MigrationResult:
+    """The sorted content and the route of every line."""
+
+    files: MemoryFiles
+    routes: list[Route] = field(default_factory=list)
+
+    def by_destination(self, destination: str) -> list[Route]:
+        return [r for r in self.routes if r.destination == destination]
+
+
+def find_date(text: str) -> tuple[date, bool, tuple[int, int]] | None:
+    """The first date in ``text``: (date, has a day, span)."""
+    best: tuple[date, bool, tuple[int, int]] | None = None
+    for pattern, has_day in _DATE_PATTERNS:
+        m = pattern.search(text)
+        if m is None:
+            continue
+        try:
+            parts = m.groupdict()
+            month = int(parts["m"]) if parts.get("m") else _MONTHS[parts["mon"].lower()[:3]]
+            day = int(parts["d"]) if parts.get("d") else 1
+            found = date(int(parts["y"]), month, day)
+        except (ValueError, KeyError):
+            continue
+        if best is None or m.start() < best[2][0]:
+            best = (found, has_day, m.span())
+    return best
+
+
+def _heading_category(title: str) -> str | None:
+    low = title.lower()
+    if find_date(title) is not None:
+        return "episodic"
+    for category, words in _HEADING_WORDS.items():
+        if any(re.search(rf"\b{re.escape(w)}", low) for w in words):
+            return category
+    return None
+
+
+def _slug(text: str, words: int = 4) -> str:
+    tokens = [t for t in re.findall(r"[a-z0-9]+", text.lower()) if t not in _STOP]
+    return "_".join(tokens[:words]) or "note"
+
+
+def _source(text: str, name: str, line: int) -> tuple[str, str]:
+    """(source, text without the citation)."""
+    m = _CITED.search(text)
+    if m is not None:
+        return one_line(m["src"]), (text[:m.start()] + text[m.end():]).strip()
+    url = _URL.search(text)
+    if url is not None:
+        cleaned = re.sub(rf"\s*\(\s*{re.escape(url.group(0))}\s*\)", "", text).strip()
+        return url.group(0).rstrip(".,;"), cleaned or text
+    return f"{APPROX}{name}:{line}", text
+
+
+class _Sorter:
+    def __init__(self, name: str, today: date) -> None:
+        self.name = name
+        self.today = today
+        self.result = MigrationResult(files=MemoryFiles())
+        self.task = TaskEntry(task="current-work")
+        self.headings: list[tuple[int, str | None, date | None]] = []
+        self.last_date: date | None = None
+        self.slots: set[tuple[str, str]] = set()
+
+    # context from the heading stack
+    def _category(self) -> str | None:
+        for _level, category, _day in reversed(self.headings):
+            if category is not None:
+                return category
+        return None
+
+    def _heading_date(self) -> date | None:
+        for _level, _category, day in reversed(self.headings):
+            if day is not None:
+                return day
+        return None
+
+    def heading(self, level: int, title: str) -> None:
+        while self.headings and self.headings[-1][0] >= level:
+            self.headings.pop()
+        found = find_date(title)
+        day = found[0] if found is not None and found[1] else None
+        self.headings.append((level, _heading_category(title), day))
+        if day is not None:
+            self.last_date = day
+
+    def line(self, n: int, raw: str) -> None:
+        from ..governance.sensitivity import scan
+
+        text = _BULLET.sub("", raw).strip()
+        report = scan(text)
+        if report.has_secret:
+            detectors = ", ".join(sorted({f.detector for f in report.secrets}))
+            self.result.routes.append(Route(n, "", "skipped",
+                                            f"holds a secret ({detectors}): not migrated"))
+            return
+        checkbox = _CHECKBOX.match(text)
+        category = self._category()
+        dated = find_date(text)
+        if _CURRENT_CUE.match(text):
+            self._working(n, text, checkbox)
+        elif _STABLE_CUE.match(text):
+            self._fact(n, text)
+        elif category == "working":
+            self._working(n, text, checkbox)
+        elif dated is not None and not _STATE_DATE.search(text[:dated[2][0]]):
+            self._episode(n, text, dated)
+        elif category == "episodic" or _RELATIVE.search(text) or _EVENT_VERB.match(text):
+            self._episode(n, text, None)
+        else:
+            self._fact(n, text)
+
+    def _working(self, n: int, text: str, checkbox: re.Match[str] | None) -> None:
+        fields = self.task.fields
+        if checkbox is not None:
+            item = text[checkbox.end():].strip()
+            name = "completed" if checkbox["mark"] in "xX" else "plan"
+            fields.setdefault(name, []).append(item)
+            note = name
+        else:
+            label = _LABEL.match(text)
+            word = label["label"].lower() if label else ""
+            value = text[label.end():].strip() if label else text
+            value = value or text
+            if word.startswith("next") and "next_action" not in fields:
+                fields["next_action"], note = value, "next action"
+            elif word in ("currently", "working on", "in progress", "wip", "right now", "focus",
+                          "goal", "objective") and "objective" not in fields:
+                fields["objective"], note = value, "objective"
+                self.task.task = _slug(value, 5).replace("_", "-")
+            else:
+                fields.setdefault("plan", []).append(value)
+                note = "plan"
+        self.result.routes.append(Route(n, text, "working", note))
+
+    def _fact(self, n: int, text: str) -> None:
+        source, claim = _source(text, self.name, n)
+        kind = next((k for k, rx in _KIND_CUES if rx.search(claim)), "profile")
+        key, sep, value = claim.partition(": ")
+        name = _NAME_VERB.match(claim)
+        subject = name["name"].lower() if name else (
+            "project" if kind in ("system_fact", "decision") else "user")
+        if sep and len(key.split()) <= 3 and value and not _STABLE_CUE.match(claim):
+            attribute = _slug(key)
+        else:
+            attribute = _slug(claim[len(name["name"]):] if name else claim)
+        base, i = attribute, 2
+        while (subject, attribute) in self.slots:
+            attribute, i = f"{base}_{i}", i + 1
+        self.slots.add((subject, attribute))
+        self.result.files.identity.append(FactEntry(
+            subject=subject, attribute=attribute, kind=kind, claim=claim, source=source,
+            line=n))
+        self.result.routes.append(Route(n, claim, "identity", f"{kind} {subject}/{attribute}"))
+
+    def _episode(self, n: int, text: str, dated: tuple[date, bool, tuple[int, int]] | None
+                 ) -> None:
+        source, body = _source(text, self.name, n)
+        approx = True
+        if dated is not None:
+            day, has_day, (start, end) = dated
+            approx = not has_day
+            if start == 0 or text[:start].strip() == "":
+                body = _LEAD_SEP.sub("", body[end:] if body.startswith(text[:end]) else body)
+            self.last_date = day
+        else:
+            heading_day = self._heading_date()
+            rel = _RELATIVE.search(text)
+            base = heading_day or self.last_date or self.today
+            day = base - timedelta(days=1) if rel and rel["rel"].lower() == "yesterday" else base
+            approx = not (heading_day is not None and rel is None)
+        entry = EpisodeEntry(day=day.isoformat(), source=source, text=body or text,
+                             approx=approx, line=n)
+        self.result.files.episodes.append(entry)
+        self.result.routes.append(Route(n, entry.text, "episodic",
+                                        ("~" if approx else "") + entry.day))
+
+    def finish(self) -> MigrationResult:
+        if self.task.fields:
+            self.result.files.tasks.append(self.task)
+        return self.result
+
+
+def migrate_text(text: str, *, name: str = "MEMORY.md", today: date | None = None
+                 ) -> MigrationResult:
+    """Sort the lines of a legacy memory file (see the module docstring)."""
+    sorter = _Sorter(name, today or datetime.now(UTC).date())
+    in_code = False
+    for n, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if stripped.startswith("```"):
+            in_code = not in_code
+            sorter.result.routes.append(Route(n, "", "skipped", "code fence"))
+            continue
+        if in_code:
+            sorter.result.routes.append(Route(n, "", "skipped", "inside a code block"))
+            continue
+        if not stripped or re.fullmatch(r"[-*_=]{3,}", stripped):
+            continue
+        heading = re.match(r"^(#{1,6})\s+(.*)$", stripped)
+        if heading is not None:
+            sorter.heading(len(heading.group(1)), heading.group(2))
+            continue
+        sorter.line(n, stripped)
+    return sorter.finish()
+
+
+def migrate_memory_file(path: str | Path, directory: str | Path, *, overwrite: bool = False,
+                        today: date | None = None) -> MigrationResult:
+    """Migrate ``path`` into the three files in ``directory``; returns every line's route.
+
+    Undated entries with no earlier date fall back to the file's modification
+    date (approximate) unless ``today`` is given.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if today is None:
+        today = datetime.fromtimestamp(path.stat().st_mtime, UTC).date()
+    result = migrate_text(text, name=path.name, today=today)
+    write_files(Path(directory), result.files.render(), overwrite=overwrite)
+    return result
+
+
+__all__ = ["MigrationResult", "Route", "find_date", "migrate_memory_file", "migrate_text"]

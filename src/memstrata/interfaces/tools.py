@@ -1,0 +1,458 @@
+"""Memory as tools for agent loops: one definition list, three renderings, one dispatcher.
+
+Contract:
+- :data:`TOOLS` is the single list of tool definitions: name, description,
+  a pydantic argument model (the JSON schema is generated from it) and a
+  handler that calls the library. The MCP server (:mod:`memstrata.mcp_server`),
+  :func:`openai_tools` and :func:`anthropic_tools` all render this list, so the
+  three never drift apart.
+- The scope is fixed by whoever builds the :class:`ToolDispatcher` (the
+  server's configuration or flags). No tool has a ``tenant``/``user``/
+  ``project``/``agent`` argument, and unknown arguments are refused, so a
+  model cannot name another user's records.
+- ``dispatch(name, arguments)`` always returns a JSON-able dict: the
+  structured result, or ``{"error": ..., "hint": ..., "type": ...}`` for a
+  library error or invalid arguments. Writes return receipts (what was
+  stored, its reference), never an echo of the content.
+- Scratch and ledger tools work inside one run the dispatcher owns (opened
+  lazily, ended by :meth:`ToolDispatcher.close`, which discards the run's
+  scratchpad). A new dispatcher is a new run: a ledger key begun by a run
+  that died reads ``unknown`` to the next one.
+- ``propose_memory`` writes as the dispatcher's actor (``agent`` by default)
+  and never at the identity tier; ``forget`` needs a selector and is never
+  forced, so it cannot wipe a tenant.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+from ..arguments import (
+    BeginOperationArgs,
+    CompleteOperationArgs,
+    ForgetArgs,
+    GetCurrentTaskArgs,
+    GetDurableRecordsArgs,
+    LogEpisodeArgs,
+    ProposeMemoryArgs,
+    RecallArgs,
+    SaveCheckpointArgs,
+    ScratchListArgs,
+    ScratchReadArgs,
+    ScratchWriteArgs,
+    SearchHistoryArgs,
+    ToolArgs,
+)
+from ..errors import MemstrataError, ValidationError
+from ..models import Checkpoint, Fact, Hit, Scope, make_scope
+
+if TYPE_CHECKING:
+    from ..memory import Memory, Run
+
+#: Argument names a model might use to reach outside the fixed scope.
+SCOPE_WORDS = frozenset({"tenant", "user", "project", "agent", "scope", "principal", "readers",
+                         "user_id", "tenant_id", "project_id"})
+#: Actors a dispatcher may write as (a reviewer is a person, never a tool caller).
+DISPATCH_ACTORS = ("agent", "user", "tool", "system", "import")
+
+
+Handler = Callable[["ToolDispatcher", Any], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """One tool: its name, what it is for, its arguments and the library call."""
+
+    name: str
+    description: str
+    args: type[ToolArgs]
+    handler: Handler
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (pydantic-generated, tidied for LLMs)."""
+        schema: dict[str, Any] = _tidy(self.args.model_json_schema())
+        return schema
+
+
+# -- result shapes ------------------------------------------------------------
+
+def _date(value: datetime | None) -> str | None:
+    return value.date().isoformat() if value is not None else None
+
+
+def _fact(f: Fact, now: datetime) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "ref": f.ref, "kind": f.kind, "subject": f.subject, "attribute": f.attribute,
+        "claim": f.claim, "tier": f.tier, "actor": f.provenance.actor,
+        "source": f.provenance.source, "since": _date(f.valid_from or f.created_at),
+    }
+    if f.is_stale(now):
+        out["stale"] = True
+    if f.flags:
+        out["flags"] = list(f.flags)
+    return out
+
+
+def _hit(h: Hit) -> dict[str, Any]:
+    return h.model_dump(mode="json", exclude_none=True, exclude={"scope", "tokens"})
+
+
+def _checkpoint(cp: Checkpoint) -> dict[str, Any]:
+    return cp.model_dump(mode="json", exclude={"scope"})
+
+
+# -- handlers -----------------------------------------------------------------
+
+def _get_current_task(d: ToolDispatcher, a: GetCurrentTaskArgs) -> dict[str, Any]:
+    task = a.task or d.task
+    if task is None:
+        return {"task": None, "tasks": d.mem.checkpoints.tasks(d.scope),
+                "note": "no task named; call again with one of these tasks"}
+    cp = d.mem.checkpoints.current(d.scope, task)
+    if cp is None:
+        return {"task": task, "checkpoint": None,
+                "note": "no checkpoint saved yet for this task: start from its objective"}
+    return {"task": task, "checkpoint": _checkpoint(cp)}
+
+
+def _save_checkpoint(d: ToolDispatcher, a: SaveCheckpointArgs) -> dict[str, Any]:
+    task = a.task or d.task
+    if task is None:
+        raise ValidationError("no task to save a checkpoint for",
+                              hint="pass task, or start the server with --task")
+    fields = a.model_dump(exclude={"task"}, exclude_none=True)
+    cp = d.mem.checkpoints.save(d.scope, task, by=f"tools:{d.run_id}", **fields)
+    return {"saved": cp.ref, "task": task, "version": cp.version, "fields": sorted(fields)}
+
+
+def _get_durable_records(d: ToolDispatcher, a: GetDurableRecordsArgs) -> dict[str, Any]:
+    now = d.mem.clock.now()
+    identity = d.mem.facts.current(d.scope, limit=200, tier="identity", principal=d.principal)
+    standard = d.mem.facts.current(d.scope, limit=a.limit, tier="standard", kind=a.kind,
+                                   principal=d.principal)
+    return {"identity": [_fact(f, now) for f in identity],
+            "facts": [_fact(f, now) for f in standard],
+            "note": "identity always applies; facts marked stale need re-checking before a "
+                    "consequential action"}
+
+
+def _search_history(d: ToolDispatcher, a: SearchHistoryArgs) -> dict[str, Any]:
+    hits = d.mem.episodes.search(d.scope, a.query, k=a.k, since=a.since, until=a.until,
+                                 principal=d.principal)
+    out: dict[str, Any] = {"query": a.query, "hits": [_hit(h) for h in hits]}
+    if not hits:
+        out["note"] = "nothing found; that is a valid answer"
+    return out
+
+
+def _recall(d: ToolDispatcher, a: RecallArgs) -> dict[str, Any]:
+    res = d.mem.recall(d.scope, a.query, decision=a.decision, layers=a.layers, k=a.k,
+                       budget_tokens=a.budget_tokens, principal=d.principal)
+    return {"query": res.query, "decision": res.decision, "items": [_hit(h) for h in res.items],
+            "tokens": res.tokens, "considered": res.considered,
+            "empty_reason": res.empty_reason}
+
+
+def _propose_memory(d: ToolDispatcher, a: ProposeMemoryArgs) -> dict[str, Any]:
+    res = d.mem.facts.propose(d.scope, claim=a.claim, kind=a.kind, subject=a.subject,
+                              attribute=a.attribute, actor=d.actor, source=a.source,
+                              confidence=a.confidence, evidence=a.evidence, tier="standard")
+    out: dict[str, Any] = {"status": res.status, "reason": res.reason}
+    if res.record is not None:
+        out["ref"] = res.record.ref
+    if res.superseded is not None:
+        out["superseded"] = res.superseded.ref
+    if res.detectors:
+        out["detectors"] = list(res.detectors)
+    return out
+
+
+def _log_episode(d: ToolDispatcher, a: LogEpisodeArgs) -> dict[str, Any]:
+    ep = d.mem.episodes.append(d.scope, text=a.text, event=a.event, actor=d.actor,
+                               source=a.source, observed_at=a.observed_at, outcome=a.outcome,
+                               evidence=a.evidence, supersedes=a.supersedes)
+    out: dict[str, Any] = {"logged": ep.ref, "event": ep.event,
+                           "observed_at": ep.observed_at.isoformat()}
+    if ep.flags:
+        out["flags"] = list(ep.flags)
+    return out
+
+
+def _scratch_write(d: ToolDispatcher, a: ScratchWriteArgs) -> dict[str, Any]:
+    return {"receipt": d.run.scratch.write(a.key, a.value)}
+
+
+def _scratch_read(d: ToolDispatcher, a: ScratchReadArgs) -> dict[str, Any]:
+    value = d.run.scratch.get(a.key)
+    return {"key": a.key, "found": value is not None, "value": value}
+
+
+def _scratch_list(d: ToolDispatcher, a: ScratchListArgs) -> dict[str, Any]:
+    return {"prefix": a.prefix, "keys": d.run.scratch.list(a.prefix)}
+
+
+_ADVICE = {
+    ("pending", False): "recorded: perform the side effect now, then call complete_operation",
+    ("pending", True): "this run already began it: finish it, then call complete_operation",
+    ("succeeded", True): "already done: do not repeat the side effect",
+    ("unknown", True): "an earlier run began this and never finished: check the external "
+                       "system first; complete_operation if it happened, otherwise retry",
+    ("failed", True): "it failed before; retrying is allowed",
+}
+
+
+def _begin_operation(d: ToolDispatcher, a: BeginOperationArgs) -> dict[str, Any]:
+    op = d.run.ledger.begin(a.key, intent=a.intent)
+    return {"key": op.key, "status": op.status, "resumed": op.resumed, "attempts": op.attempts,
+            "external_ref": op.external_ref,
+            "advice": _ADVICE.get((op.status, op.resumed), "")}
+
+
+def _complete_operation(d: ToolDispatcher, a: CompleteOperationArgs) -> dict[str, Any]:
+    if a.error is not None:
+        op = d.run.ledger.fail(a.key, error=a.error)
+    else:
+        op = d.run.ledger.complete(a.key, external_ref=a.external_ref)
+    return {"key": op.key, "status": op.status, "external_ref": op.external_ref}
+
+
+def _forget(d: ToolDispatcher, a: ForgetArgs) -> dict[str, Any]:
+    report = d.mem.forget(d.scope, match=a.match, subject=a.subject, record_ids=a.record_ids,
+                          force=False, dry_run=a.dry_run)
+    return {"dry_run": report.dry_run, "total": report.total, "counts": report.counts}
+
+
+TOOLS: tuple[ToolDef, ...] = (
+    ToolDef("get_current_task",
+            "Load the current checkpoint of a task in full: objective, plan, completed steps, "
+            "next action. Call it at the start of a session, after get_durable_records.",
+            GetCurrentTaskArgs, _get_current_task, read_only=True),
+    ToolDef("save_checkpoint",
+            "Save the task's handoff state so a fresh worker can resume. Fields you pass "
+            "overwrite their current values; the others carry forward. Returns a receipt.",
+            SaveCheckpointArgs, _save_checkpoint),
+    ToolDef("get_durable_records",
+            "Load identity facts (who we work for, what always applies) and the current "
+            "durable facts of this scope. Call it first in a session.",
+            GetDurableRecordsArgs, _get_durable_records, read_only=True),
+    ToolDef("search_history",
+            "Search the episodic log (what happened before) for this query. Use only when "
+            "the task needs past events; an empty result is a valid answer.",
+            SearchHistoryArgs, _search_history, read_only=True),
+    ToolDef("recall",
+            "Ask the retrieval gate for facts and past events relevant to a need. It filters "
+            "by scope and freshness before ranking and flags items to verify before acting.",
+            RecallArgs, _recall, read_only=True),
+    ToolDef("propose_memory",
+            "Propose one durable fact worth keeping across sessions (a preference, decision, "
+            "lesson...). The write policy decides; your proposals usually wait for a person's "
+            "review. Never propose secrets, and never identity changes (put those in "
+            "save_checkpoint's pending_identity_changes).",
+            ProposeMemoryArgs, _propose_memory),
+    ToolDef("log_episode",
+            "Append a dated event to the episodic log (append-only; a correction names the "
+            "episode it supersedes). Returns a receipt.",
+            LogEpisodeArgs, _log_episode),
+    ToolDef("scratch_write",
+            "Hold a value for this session only (discarded when the session ends). Returns a "
+            "receipt, not the value.",
+            ScratchWriteArgs, _scratch_write, idempotent=True),
+    ToolDef("scratch_read", "Read a value held in this session's scratchpad.",
+            ScratchReadArgs, _scratch_read, read_only=True),
+    ToolDef("scratch_list", "List the keys in this session's scratchpad.",
+            ScratchListArgs, _scratch_list, read_only=True),
+    ToolDef("begin_operation",
+            "Before a side effect (publish, send, pay), record its idempotency key. If the key "
+            "already exists you get its status instead: never repeat a succeeded operation.",
+            BeginOperationArgs, _begin_operation, idempotent=True),
+    ToolDef("complete_operation",
+            "After the side effect, record that it happened (with the external reference) or "
+            "that it failed (with the error).",
+            CompleteOperationArgs, _complete_operation, idempotent=True),
+    ToolDef("forget",
+            "Delete records of this scope for real (facts, events, checkpoints, scratch) when "
+            "the user asks to forget something. Needs match, subject or record_ids.",
+            ForgetArgs, _forget, destructive=True),
+)
+
+TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOLS}
+
+
+# -- renderings ---------------------------------------------------------------
+
+def _tidy(schema: Any) -> Any:
+    """Drop pydantic's titles and collapse ``X | None`` to ``X`` (None is the default)."""
+    if isinstance(schema, list):
+        return [_tidy(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _tidy(prop) for name, prop in value.items()}
+        else:
+            out[key] = _tidy(value)
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = next(o for o in options if o != {"type": "null"})
+        del out["anyOf"]
+        if "default" in out and out["default"] is None:
+            del out["default"]
+        out = {**other, **out}
+    if out.get("type") == "object":
+        out.setdefault("properties", {})
+        out["additionalProperties"] = False
+    return out
+
+
+def tool_definitions() -> list[dict[str, Any]]:
+    """Name, description and input schema of every tool (the neutral form)."""
+    return [{"name": t.name, "description": t.description, "input_schema": t.input_schema()}
+            for t in TOOLS]
+
+
+def openai_tools() -> list[dict[str, Any]]:
+    """The tools in OpenAI's function-calling format (``tools=`` of chat completions)."""
+    return [{"type": "function",
+             "function": {"name": t.name, "description": t.description,
+                          "parameters": t.input_schema()}} for t in TOOLS]
+
+
+def anthropic_tools() -> list[dict[str, Any]]:
+    """The tools in Anthropic's Messages API format (``tools=``)."""
+    return [{"name": t.name, "description": t.description, "input_schema": t.input_schema()}
+            for t in TOOLS]
+
+
+# -- dispatch -----------------------------------------------------------------
+
+def error_result(exc: MemstrataError) -> dict[str, Any]:
+    """The structured form of a library error."""
+    return {"error": exc.message, "hint": exc.hint, "type": type(exc).__name__}
+
+
+def _argument_error(tool: ToolDef, exc: pydantic.ValidationError,
+                    scope: Scope) -> dict[str, Any]:
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "arguments"
+        if err["type"] == "extra_forbidden" and str(err["loc"][0]) in SCOPE_WORDS:
+            return {"error": f"argument {loc!r} is not accepted: the scope is fixed by the "
+                             f"server ({scope})",
+                    "hint": "call the tool without scope arguments; you can only reach "
+                            "records of this scope", "type": "AccessDenied"}
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        problems.append(f"{loc}: {msg}")
+    allowed = ", ".join(tool.args.model_fields)
+    return {"error": f"invalid arguments for {tool.name}: " + "; ".join(problems),
+            "hint": f"{tool.name} takes: {allowed or 'no arguments'}",
+            "type": "ValidationError"}
+
+
+class ToolDispatcher:
+    """Routes tool calls to the library within one fixed scope and one run.
+
+    ``run``: an open :class:`~memstrata.memory.Run` to use (the caller ends
+    it); by default the dispatcher opens its own on first use and ends it in
+    :meth:`close`. ``actor``: who tool writes are attributed to.
+    """
+
+    def __init__(self, mem: Memory, scope: Scope | dict[str, Any], *, task: str | None = None,
+                 run: Run | None = None, actor: str = "agent",
+                 principal: str | None = None) -> None:
+        if actor not in DISPATCH_ACTORS:
+            raise ValidationError(f"actor must be one of {', '.join(DISPATCH_ACTORS)}",
+                                  hint="a reviewer is a person; approve with `memstrata review`")
+        self.mem = mem
+        self.scope = make_scope(scope)
+        self.task = task if task is not None else (run.task if run is not None else None)
+        self.actor = actor
+        self.principal = principal
+        self._run = run
+        self._owns_run = run is None
+
+    @property
+    def run(self) -> Run:
+        """The run scratch and ledger calls belong to (opened on first use)."""
+        if self._run is None:
+            self._run = self.mem.run(self.scope, task=self.task)
+            self._run.__enter__()
+        return self._run
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in TOOLS]
+
+    def dispatch(self, name: str, arguments: Mapping[str, Any] | str | None = None
+                 ) -> dict[str, Any]:
+        """Call tool ``name``; returns its structured result or an error dict."""
+        tool = TOOLS_BY_NAME.get(name)
+        if tool is None:
+            return {"error": f"unknown tool {name!r}",
+                    "hint": "available tools: " + ", ".join(self.names),
+                    "type": "ValidationError"}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                return {"error": f"arguments for {name} are not valid JSON: {exc.msg}",
+                        "hint": "send a JSON object", "type": "ValidationError"}
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, Mapping):
+            return {"error": f"arguments for {name} must be a JSON object",
+                    "hint": "send a JSON object", "type": "ValidationError"}
+        try:
+            args = tool.args.model_validate(dict(arguments))
+        except pydantic.ValidationError as exc:
+            return _argument_error(tool, exc, self.scope)
+        try:
+            return tool.handler(self, args)
+        except MemstrataError as exc:
+            return error_result(exc)
+
+    def dispatch_json(self, name: str, arguments: str | Mapping[str, Any] | None) -> str:
+        """Like :meth:`dispatch`, returning JSON text (what a tool message carries)."""
+        return json.dumps(self.dispatch(name, arguments), ensure_ascii=False, default=str)
+
+    def close(self) -> None:
+        """End the run this dispatcher opened (its scratchpad is discarded)."""
+        if self._run is not None and self._owns_run:
+            self._run.close()
+            self._run = None
+
+    def __enter__(self) -> ToolDispatcher:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+__all__ = [
+    "TOOLS",
+    "TOOLS_BY_NAME",
+    "ToolArgs",
+    "ToolDef",
+    "ToolDispatcher",
+    "anthropic_tools",
+    "error_result",
+    "openai_tools",
+    "tool_definitions",
+]

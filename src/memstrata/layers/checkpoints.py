@@ -1,0 +1,159 @@
+"""Task checkpoints: the handoff state a fresh worker resumes from (DESIGN §2, §3).
+
+Contract:
+- One current value per field: ``save`` overwrites the fields it is given and
+  carries the others forward from the previous version; each save is a new,
+  immutable version row (a trigger refuses UPDATE), so history is kept.
+- ``current(scope, task)`` returns the latest version in full, or None; it is
+  read straight from the store, so a brand-new process can resume from it.
+- List fields must be lists of strings; text is screened for secrets.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..clock import Clock, from_text
+from ..errors import ValidationError
+from ..governance.safety import redact_secrets
+from ..inputs import MAX_NAME, MAX_TEXT, clean_text, text_arg
+from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
+from ..scoping import SCOPE_COLUMNS, exact_sql, owned_sql, scope_from_row, scope_values
+from ..store.base import Database, Row, Tx
+from ..store.sql import contains_sql, like_param
+from .selector import Selector
+
+_LIST_FIELDS = ("constraints", "plan", "completed", "evidence", "source_refs",
+                "pending_identity_changes")
+MAX_ITEMS = 200
+
+
+def _clean_task(task: Any) -> str:
+    return text_arg(task, "task", max_len=MAX_NAME, hint="name the task, e.g. release-v17")
+
+
+def _clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name not in CHECKPOINT_FIELDS:
+            raise ValidationError(f"unknown checkpoint field {name!r}",
+                                  hint="fields: " + ", ".join(CHECKPOINT_FIELDS))
+        try:
+            if name in _LIST_FIELDS:
+                if isinstance(value, str) or not isinstance(value, list | tuple):
+                    raise ValueError(f"{name} must be a list of strings")
+                if len(value) > MAX_ITEMS:
+                    raise ValueError(f"{name} has {len(value)} items; the limit is {MAX_ITEMS}")
+                out[name] = [redact_secrets(clean_text(v, field=name, max_len=MAX_TEXT))[0]
+                             for v in value]
+            elif value is None:
+                out[name] = None
+            else:
+                out[name] = redact_secrets(clean_text(value, field=name, max_len=MAX_TEXT))[0]
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc
+    return out
+
+
+def checkpoint_from_row(row: Row) -> Checkpoint:
+    data = json.loads(row["data"])
+    return Checkpoint.model_construct(
+        scope=scope_from_row(row), task=row["task"], version=int(row["version"]),
+        updated_at=from_text(row["updated_at"]), updated_by=row["updated_by"],
+        **{f: data.get(f, [] if f in _LIST_FIELDS else None) for f in CHECKPOINT_FIELDS},
+    )
+
+
+_SELECT = f"SELECT {SCOPE_COLUMNS}, task, version, data, updated_at, updated_by FROM checkpoints r"
+
+
+class Checkpoints:
+    """The checkpoint layer; reached as ``mem.checkpoints`` and ``run.checkpoint``."""
+
+    table = "checkpoints"
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+
+    def save(self, scope: Scope | dict[str, Any], task: str, *, by: str | None = None,
+             updated_by: str | None = None, **fields: Any) -> Checkpoint:
+        """Overwrite the given fields of the task's checkpoint; returns the new version.
+
+        ``by`` names who saved it (``updated_by=`` is the older spelling)."""
+        scope = make_scope(scope)
+        task = _clean_task(task)
+        if by is not None and updated_by is not None and by != updated_by:
+            raise ValidationError("by= and updated_by= name different savers", hint="pass one")
+        who = by if by is not None else updated_by
+        if who is not None:
+            who = text_arg(who, "by", max_len=MAX_NAME)
+        if not fields:
+            raise ValidationError("save needs at least one field",
+                                  hint="fields: " + ", ".join(CHECKPOINT_FIELDS))
+        clean = _clean_fields(fields)
+        where, params = exact_sql(scope)
+        with self._db.transaction(scope.tenant) as tx:
+            prev = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? "
+                          "ORDER BY r.version DESC LIMIT 1", (*params, task))
+            data = json.loads(prev["data"]) if prev else {}
+            data.update(clean)
+            version = (int(prev["version"]) if prev else 0) + 1
+            tx.execute(
+                f"INSERT INTO checkpoints ({SCOPE_COLUMNS}, task, version, data, updated_at, "
+                "updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*scope_values(scope), task, version, json.dumps(data, sort_keys=True),
+                 self._clock.now(), who),
+            )
+            row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? AND r.version = ?",
+                         (*params, task, version))
+        assert row is not None
+        return checkpoint_from_row(row)
+
+    def current(self, scope: Scope | dict[str, Any], task: str) -> Checkpoint | None:
+        """The latest version of the task's checkpoint, or None."""
+        scope = make_scope(scope)
+        task = _clean_task(task)
+        where, params = exact_sql(scope)
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? "
+                         "ORDER BY r.version DESC LIMIT 1", (*params, task))
+        return checkpoint_from_row(row) if row else None
+
+    def versions(self, scope: Scope | dict[str, Any], task: str) -> list[Checkpoint]:
+        """Every saved version, oldest first."""
+        scope = make_scope(scope)
+        task = _clean_task(task)
+        where, params = exact_sql(scope)
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            rows = tx.all(f"{_SELECT} WHERE {where} AND r.task = ? ORDER BY r.version",
+                          (*params, task))
+        return [checkpoint_from_row(r) for r in rows]
+
+    def tasks(self, scope: Scope | dict[str, Any]) -> list[str]:
+        """The tasks of exactly this scope that have a checkpoint, by name."""
+        scope = make_scope(scope)
+        where, params = exact_sql(scope)
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            rows = tx.all(f"SELECT DISTINCT r.task AS task FROM checkpoints r WHERE {where} "
+                          "ORDER BY r.task", params)
+        return [r["task"] for r in rows]
+
+    def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
+        """Delete (unless ``dry_run``) every version of the checkpoints whose task or data
+        contains ``sel.match`` (all of the scope's without a match; none for a subject or
+        ids). Returns the task names."""
+        if sel.ids is not None or sel.subject is not None:
+            return []
+        where, params = owned_sql(sel.scope)
+        if sel.match is not None:
+            where += f" AND ({contains_sql('r.data')} OR {contains_sql('r.task')})"
+            params += [like_param(sel.match)] * 2
+        rows = tx.all(f"SELECT r.task AS task FROM checkpoints r WHERE {where}", params)
+        if rows and not dry_run:
+            tx.execute(f"DELETE FROM checkpoints AS r WHERE {where}", params)
+        return [r["task"] for r in rows]
+
+
+__all__ = ["Checkpoints", "checkpoint_from_row"]

@@ -1,0 +1,447 @@
+"""The episodic log (DESIGN §2, §3): append-only, dated, sourced events; the only writer of
+the ``episodes`` table.
+
+Contract:
+- ``append`` stores one event with ``observed_at`` (when it was true, may differ from
+  ``created_at``; default now, on the injected clock), provenance (``actor`` and
+  ``source`` are required), outcome, confidence, optional ``expires_at`` and
+  ``supersedes``. A correction is a *new* entry naming what it supersedes (and inheriting
+  its restricted readers); rows are never updated (a trigger refuses UPDATE and any DELETE
+  outside forget/retention). ``append_many`` writes a batch in one transaction.
+- Every write is screened (:mod:`memstrata.governance.safety`): secrets are redacted, and
+  content from an untrusted actor (the policy's ``untrusted_actors``) that reads as an
+  instruction is flagged.
+- A *thread* is the episodes of one scope with the same ``source``. An episode's lexical
+  entry is ``[date] line`` with the lines of the previous :data:`CONTEXT_EPISODES` of its
+  thread as lower-weighted context; its vector is made from the previous line and its own
+  (:meth:`Episodes.embed_text`). The date is the stored ``observed_at``.
+- The read filter is :meth:`Episodes.filter_sql` (scope applies, readers, unexpired,
+  dates); ``search`` is targeted (superseded entries ranked below current ones) and
+  returns Hits; the log is never loaded whole.
+- By id, with ``scope``: the episode must apply to it and be readable (NotFound).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from ..clock import Clock, from_text
+from ..errors import NotFound, ValidationError
+from ..governance.policy import WritePolicy
+from ..governance.safety import screen_record
+from ..ids import new_id
+from ..inputs import MAX_K, date_arg, int_arg, record_id_arg, text_arg
+from ..models import (
+    Actor,
+    Confidence,
+    Episode,
+    Hit,
+    LongText,
+    NameText,
+    OptionalLongText,
+    OptionalNameText,
+    Provenance,
+    Readers,
+    Scope,
+    SourceText,
+    UTCDateTime,
+    _Model,
+    build,
+    make_scope,
+)
+from ..scoping import (
+    SCOPE_COLUMNS,
+    applies_sql,
+    dump_readers,
+    load_json_list,
+    owned_sql,
+    principal_of,
+    resolve_caller,
+    scope_from_row,
+    scope_values,
+)
+from ..store.base import Database, Row, Tx
+from ..store.lexical import terms as query_terms
+from ..store.sql import chunks, contains_sql, like_param, marks
+from ..tokens import count_tokens
+from .indexing import IndexEntry, RecordIndex
+from .selector import Selector
+
+COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
+           "confidence, expires_at, supersedes, readers, flags, subject")
+_SELECT = f"SELECT {SCOPE_COLUMNS}, {COLUMNS} FROM episodes r"
+#: How many earlier episodes of the same thread (scope + source) are indexed as context.
+CONTEXT_EPISODES = 2
+#: Text columns a forget ``match`` searches.
+_TEXT_COLUMNS = ("text", "event", "evidence", "outcome", "source")
+
+
+class EpisodeInput(_Model):
+    """One episode as given by a caller, validated."""
+
+    scope: Scope
+    text: LongText
+    event: NameText = "note"
+    actor: Actor
+    source: SourceText
+    evidence: OptionalLongText = None
+    observed_at: UTCDateTime = None
+    outcome: OptionalLongText = None
+    confidence: Confidence = 1.0
+    expires_at: UTCDateTime = None
+    supersedes: str | None = None
+    readers: Readers = None
+    flags: list[str] = Field(default_factory=list)
+    subject: OptionalNameText = None
+
+
+def episode_from_row(row: Row, superseded: bool = False, now: datetime | None = None) -> Episode:
+    expires = from_text(row["expires_at"])
+    status = "superseded" if superseded else "current"
+    if expires is not None and now is not None and expires <= now:
+        status = "expired"
+    return Episode.model_construct(
+        id=row["id"], scope=scope_from_row(row), event=row["event"], text=row["text"],
+        provenance=Provenance.model_construct(actor=row["actor"], source=row["source"],
+                                              evidence=row["evidence"]),
+        created_at=from_text(row["created_at"]), observed_at=from_text(row["observed_at"]),
+        outcome=row["outcome"], confidence=float(row["confidence"]), expires_at=expires,
+        supersedes=row["supersedes"], readers=load_json_list(row["readers"]), status=status,
+        flags=load_json_list(row["flags"]) or [], subject=row["subject"],
+    )
+
+
+def excerpt(text: str, query_terms: Sequence[str] = (), width: int = 240) -> str:
+    """A short window of ``text`` around the first query term (whole text if short)."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    low = text.lower()
+    pos = min((p for p in (low.find(t) for t in query_terms) if p >= 0), default=0)
+    start = max(0, min(pos - width // 3, len(text) - width))
+    out = text[start:start + width]
+    return ("…" if start else "") + out + ("…" if start + width < len(text) else "")
+
+
+def episode_hit(ep: Episode, score: float, superseded: bool, terms_: Sequence[str]) -> Hit:
+    """The search result for an episode: reference, excerpt and metadata."""
+    text = excerpt(ep.text, terms_)
+    return Hit(ref=ep.ref, layer="episodes", excerpt=text, score=score, date=ep.observed_at,
+               event=ep.event, source=ep.provenance.source, actor=ep.provenance.actor,
+               status="superseded" if superseded else "current", scope=ep.scope,
+               untrusted="untrusted" in ep.flags, tokens=count_tokens(text))
+
+
+class Episodes:
+    """The episodic layer; reached as ``mem.episodes``."""
+
+    table = "episodes"
+
+    def __init__(self, db: Database, clock: Clock, policy: WritePolicy, index: RecordIndex,
+                 *, default_tenant: str = "default") -> None:
+        self._db = db
+        self._clock = clock
+        self._policy = policy
+        self._index = index
+        self._default_tenant = default_tenant
+
+    # -- the rules of this layer -------------------------------------------
+    @staticmethod
+    def line(item: EpisodeInput | Episode | Row) -> str:
+        """How an episode reads in a thread: ``Subject: text`` (or the event type)."""
+        get = item.get if isinstance(item, dict) else lambda k: getattr(item, k)
+        who = get("subject") or str(get("event")).replace("_", " ")
+        outcome = get("outcome")
+        return f"{who}: {get('text')}" + (f" ({outcome})" if outcome else "")
+
+    @classmethod
+    def index_text(cls, item: EpisodeInput | Episode | Row, observed_at: datetime) -> str:
+        """An episode's own lexical entry: ``[YYYY-MM-DD] line`` (the stored observed date)."""
+        return f"[{observed_at.date().isoformat()}] {cls.line(item)}"
+
+    @staticmethod
+    def embed_text(context: Sequence[str], line: str) -> str:
+        """What an episode's vector is made from: the previous line of its thread, then its
+        own (a reply is understood with what it answers)."""
+        return f"{context[-1]}\n{line}" if context else line
+
+    def filter_sql(self, scope: Scope, principal: str | None, *,
+                   since: datetime | None = None, until: datetime | None = None,
+                   include_expired: bool = False) -> tuple[str, list[Any]]:
+        """The WHERE fragment (alias ``r``) every episode read applies before ranking."""
+        where, params = applies_sql(scope)
+        where += f" AND {self._db.readers_clause('r.readers')}"
+        params.append(principal_of(scope, principal))
+        if not include_expired:
+            where += " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+            params.append(self._clock.now())
+        if since is not None:
+            where += " AND r.observed_at >= ?"
+            params.append(since)
+        if until is not None:
+            where += " AND r.observed_at <= ?"
+            params.append(until)
+        return where, params
+
+    # -- writes -------------------------------------------------------------
+    def append(self, scope: Scope | dict[str, Any], *, text: str, actor: str | None = None,
+               source: str | None = None, event: str = "note", observed_at: datetime | str | None = None,
+               evidence: str | None = None, outcome: str | None = None,
+               confidence: float = 1.0, expires_at: datetime | str | None = None,
+               supersedes: str | None = None,
+               readers: Sequence[str] | None = None, subject: str | None = None) -> Episode:
+        """Append one episode; returns it as stored. ``actor`` and ``source`` are required
+        (who said it, where it came from). ``subject`` names who or what it is about (a
+        speaker, a system); a query naming the subject ranks its episodes first."""
+        if actor is None or source is None:
+            missing = "actor" if actor is None else "source"
+            raise ValidationError(f"an episode needs its {missing}: who said it (actor) and "
+                                  "where it came from (source); nothing was stored",
+                                  hint="e.g. actor='tool', source='ci:run/812'")
+        item = build(EpisodeInput, scope=make_scope(scope), text=text, event=event, actor=actor,
+                     source=source, observed_at=observed_at, evidence=evidence, outcome=outcome,
+                     confidence=confidence, expires_at=expires_at, supersedes=supersedes,
+                     readers=readers, subject=subject)
+        return self.append_many([item])[0]
+
+    def append_many(self, items: Sequence[EpisodeInput | dict[str, Any]]) -> list[Episode]:
+        """Append a batch in one transaction (all or nothing)."""
+        if isinstance(items, str | bytes | dict) or not isinstance(items, Sequence):
+            raise ValidationError("append_many takes a list of episodes (dicts or "
+                                  "EpisodeInput)", hint="e.g. [{'scope': ..., 'text': ...}]")
+        inputs = []
+        for n, i in enumerate(items):
+            if isinstance(i, EpisodeInput):
+                inputs.append(i)
+            elif isinstance(i, dict):
+                inputs.append(build(EpisodeInput, **i))
+            else:
+                raise ValidationError(f"episode {n} is a {type(i).__name__}, not a dict")
+        if not inputs:
+            return []
+        tenants = {i.scope.tenant for i in inputs}
+        if len(tenants) != 1:
+            raise ValidationError("a batch must stay within one tenant")
+        tenant = tenants.pop()
+        now = self._clock.now()
+        inputs = [self._screen(i) for i in inputs]
+        # observed_at defaults to now: resolved once, so the row and its index agree
+        inputs = [i if i.observed_at is not None else i.model_copy(update={"observed_at": now})
+                  for i in inputs]
+        contexts = self._thread_context(tenant, inputs)
+        vectors = self._index.embed([self.embed_text(ctx, self.line(i))
+                                     for i, ctx in zip(inputs, contexts, strict=True)])
+        ids = [new_id() for _ in inputs]
+        with self._db.transaction(tenant) as tx:
+            for n, item in enumerate(inputs):
+                if item.supersedes is not None:
+                    inputs[n] = self._check_supersedes(tx, item)
+            rows = [[*scope_values(item.scope), eid, item.event, item.text, item.actor,
+                     item.source, item.evidence, now, item.observed_at, item.outcome,
+                     item.confidence, item.expires_at, item.supersedes,
+                     dump_readers(item.readers), json.dumps(item.flags), item.subject]
+                    for eid, item in zip(ids, inputs, strict=True)]
+            tx.executemany(f"INSERT INTO episodes ({SCOPE_COLUMNS}, {COLUMNS}) VALUES "
+                           f"({', '.join('?' * len(rows[0]))})", rows)
+            entries = [IndexEntry(eid, self.index_text(item, item.observed_at or now),
+                                  " ".join(ctx))
+                       for eid, item, ctx in zip(ids, inputs, contexts, strict=True)]
+            self._index.write(tx, "episodes", tenant, entries, vectors)
+            return list(self._read_many(tx, tenant, ids).values())
+
+    def _screen(self, item: EpisodeInput) -> EpisodeInput:
+        """Secrets redacted, injected instructions from untrusted actors flagged."""
+        updates, flags = screen_record(
+            {"text": item.text, "evidence": item.evidence, "outcome": item.outcome},
+            actor=item.actor, untrusted=self._policy.config.untrusted_actors)
+        if not updates and not flags:
+            return item
+        return item.model_copy(update={**updates, "flags": sorted({*item.flags, *flags})})
+
+    def _thread_context(self, tenant: str,
+                        inputs: Sequence[EpisodeInput]) -> list[list[str]]:
+        """For each input, the lines of the previous episodes of its thread (same scope and
+        source, by observed time), oldest first: earlier inputs of the batch, then stored ones.
+        Context is what came before, so an indexed row never changes after it is written."""
+        out: list[list[str]] = []
+        recent: dict[tuple[str, str], list[str]] = {}
+        with self._db.transaction(tenant, write=False) as tx:
+            for item in inputs:
+                key = (item.scope.key, item.source)
+                if key not in recent:
+                    rows = tx.all(
+                        "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? "
+                        "AND scope_key = ? AND source = ? AND observed_at <= ? "
+                        "ORDER BY observed_at DESC, id DESC LIMIT ?",
+                        (tenant, item.scope.key, item.source, item.observed_at,
+                         CONTEXT_EPISODES))
+                    recent[key] = [self.line(r) for r in reversed(rows)]
+                out.append(recent[key][-CONTEXT_EPISODES:])
+                recent[key] = [*recent[key], self.line(item)][-CONTEXT_EPISODES:]
+        return out
+
+    def _check_supersedes(self, tx: Tx, item: EpisodeInput) -> EpisodeInput:
+        assert item.supersedes is not None
+        target = item.supersedes.removeprefix("episode:")
+        row = tx.one(f"SELECT {SCOPE_COLUMNS}, readers FROM episodes WHERE tenant = ? AND id = ?",
+                     (item.scope.tenant, target))
+        if row is None or scope_from_row(row).key != item.scope.key:
+            raise ValidationError(f"supersedes {item.supersedes!r}: no such episode in this scope")
+        update: dict[str, Any] = {"supersedes": target}
+        if item.readers is None and row["readers"] is not None:
+            # access follows the source: a correction of a restricted entry stays restricted
+            update["readers"] = load_json_list(row["readers"])
+        return item.model_copy(update=update)
+
+    # -- retention and forget (inside the caller's transaction) ---------------------
+    def delete_expired(self, tx: Tx, tenant: str, now: datetime) -> int:
+        """Delete the tenant's episodes past ``expires_at`` (a maintenance transaction)."""
+        return tx.execute("DELETE FROM episodes WHERE tenant = ? AND expires_at IS NOT NULL AND "
+                          "expires_at <= ?", (tenant, now))
+
+    def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
+        """Delete (unless ``dry_run``) the episodes ``sel`` selects; their full-text entries
+        and vectors go by trigger. A ``subject`` selects episodes mentioning it."""
+        where, params = owned_sql(sel.scope)
+        if sel.ids is not None:
+            where += f" AND r.id IN ({marks(sel.ids)})"
+            params += sel.ids
+        if sel.subject is not None:
+            where += f" AND {contains_sql('r.text')}"
+            params.append(like_param(sel.subject))
+        if sel.match is not None:
+            where += " AND (" + " OR ".join(contains_sql(f"r.{c}") for c in _TEXT_COLUMNS) + ")"
+            params += [like_param(sel.match)] * len(_TEXT_COLUMNS)
+        ids = [r["id"] for r in tx.all(f"SELECT r.id AS id FROM episodes r WHERE {where}",
+                                       params)]
+        if ids and not dry_run:
+            tx.execute(f"DELETE FROM episodes AS r WHERE {where}", params)
+        return ids
+
+    def clear_links(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
+        """Clear ``supersedes`` links that point at forgotten episodes."""
+        for chunk in chunks(list(ids)):
+            tx.execute(f"UPDATE episodes SET supersedes = NULL WHERE tenant = ? AND supersedes "
+                       f"IN ({marks(chunk)})", (tenant, *chunk))
+
+    def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:
+        """(id, embed text) of every episode of the tenant, thread by thread, for a reindex."""
+        out: list[tuple[str, str]] = []
+        thread: tuple[str, str] | None = None
+        context: list[str] = []
+        for row in tx.all("SELECT id, event, text, outcome, subject, scope_key, source FROM "
+                          "episodes WHERE tenant = ? ORDER BY scope_key, source, observed_at, id",
+                          (tenant,)):
+            key = (row["scope_key"], row["source"])
+            if key != thread:
+                thread, context = key, []
+            line = self.line(row)
+            out.append((row["id"], self.embed_text(context, line)))
+            context = [*context, line][-CONTEXT_EPISODES:]
+        return out
+
+    # -- reads ------------------------------------------------------------
+    def get(self, episode_id: str, scope: Scope | dict[str, Any] | None = None, *,
+            principal: str | None = None, tenant: str | None = None) -> Episode:
+        """One episode by id (or ``episode:ID``). With ``scope``, it must apply to the scope
+        and be readable by the principal, else NotFound."""
+        eid = record_id_arg(episode_id, "episode")
+        tenant, sc = resolve_caller(scope, tenant, self._default_tenant)
+        with self._db.transaction(tenant, write=False) as tx:
+            if sc is None:
+                row = tx.one(f"{_SELECT} WHERE r.tenant = ? AND r.id = ?", (tenant, eid))
+            else:
+                where, params = self.filter_sql(sc, principal, include_expired=True)
+                row = tx.one(f"{_SELECT} WHERE {where} AND r.id = ?", (*params, eid))
+            if row is None:
+                raise NotFound(f"no episode {eid} in {sc if sc is not None else tenant}",
+                               hint="find episodes with `memstrata episodes search`")
+            sup = self.superseded_ids(tx, tenant, [eid])
+        return episode_from_row(row, superseded=bool(sup), now=self._clock.now())
+
+    def log(self, scope: Scope | dict[str, Any], *, principal: str | None = None,
+            limit: int = 100_000) -> list[Episode]:
+        """The episodes of exactly this scope that the principal may read, oldest first
+        (unexpired): what the episodic file shows."""
+        scope = make_scope(scope)
+        limit = int_arg(limit, "limit", low=0, high=1_000_000)
+        where, params = self.filter_sql(scope, principal)
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            rows = tx.all(f"{_SELECT} WHERE {where} AND r.scope_key = ? "
+                          "ORDER BY r.observed_at, r.created_at, r.id LIMIT ?",
+                          [*params, scope.key, limit])
+            sup = self.superseded_ids(tx, scope.tenant, [r["id"] for r in rows])
+        now = self._clock.now()
+        return [episode_from_row(r, superseded=r["id"] in sup, now=now) for r in rows]
+
+    def search(self, scope: Scope | dict[str, Any], query: str, k: int = 5, *,
+               since: datetime | str | None = None, until: datetime | str | None = None,
+               principal: str | None = None, include_superseded: bool = True) -> list[Hit]:
+        """Lexical search of the log within scope and dates; current entries first."""
+        scope = make_scope(scope)
+        query = text_arg(query, "query", max_len=4000,
+                         hint="describe what to look for in past events")
+        k = int_arg(k, "k", low=1, high=MAX_K)
+        since_dt, until_dt = date_arg(since, "since"), date_arg(until, "until")
+        where, params = self.filter_sql(scope, principal, since=since_dt, until=until_dt)
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            scored = self._db.text_search(tx, "episodes", query, where, params, k * 4)
+            found = self._read_many(tx, scope.tenant, [i for i, _ in scored])
+            superseded = self.superseded_ids(tx, scope.tenant, [i for i, _ in scored])
+        hits = []
+        terms_ = query_terms(query)
+        for rid, score in scored:
+            is_sup = rid in superseded
+            if is_sup and not include_superseded:
+                continue
+            hits.append(episode_hit(found[rid], score * (0.5 if is_sup else 1.0), is_sup,
+                                    terms_))
+        hits.sort(key=lambda h: -h.score)
+        return hits[:k]
+
+    def _read_many(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Episode]:
+        now = self._clock.now()
+        out: dict[str, Episode] = {}
+        for chunk in chunks(list(ids)):
+            for row in tx.all(f"{_SELECT} WHERE r.tenant = ? AND r.id IN ({marks(chunk)})",
+                              (tenant, *chunk)):
+                out[row["id"]] = episode_from_row(row, now=now)
+        return {i: out[i] for i in ids if i in out}
+
+    def read_many(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Episode]:
+        """Episodes by id inside the caller's transaction (the caller filtered them)."""
+        return self._read_many(tx, tenant, ids)
+
+    @staticmethod
+    def superseded_ids(tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` a later episode supersedes."""
+        out: set[str] = set()
+        for chunk in chunks(list(ids)):
+            out |= {r["supersedes"] for r in tx.all(
+                f"SELECT supersedes FROM episodes WHERE tenant = ? AND supersedes IN "
+                f"({marks(chunk)})", (tenant, *chunk))}
+        return out
+
+    def subjects_named(self, tx: Tx, tenant: str, words: Sequence[str]) -> set[str]:
+        """Which of ``words`` are the subject of some episode of the tenant."""
+        if not words:
+            return set()
+        rows = tx.all(f"SELECT DISTINCT subject FROM episodes WHERE tenant = ? AND subject IN "
+                      f"({marks(words)})", (tenant, *words))
+        return {r["subject"] for r in rows}
+
+
+__all__ = [
+    "COLUMNS",
+    "CONTEXT_EPISODES",
+    "EpisodeInput",
+    "Episodes",
+    "episode_from_row",
+    "episode_hit",
+    "excerpt",
+]

@@ -1,0 +1,577 @@
+"""Durable facts (DESIGN §2, §3, §5): the only writer of the ``facts`` table.
+
+Contract:
+- ``propose`` runs the write policy (:mod:`memstrata.governance.policy`), then, in one
+  transaction, dedup and conflict: an equivalent claim in the same slot (scope + subject +
+  attribute) keeps the older record and bumps its ``last_confirmed_at``; a different claim
+  *supersedes* the active one (old: status ``superseded``, ``superseded_by``, ``valid_to``,
+  reason; new: ``supersedes``, and the old fact's restricted ``readers`` when it names
+  none: access follows the source). Nothing is deleted. Every outcome is a WriteResult,
+  built inside the transaction (no read after the commit can fail a stored write).
+- At most one active fact per slot, enforced by a partial unique index.
+- The read filter of facts is :meth:`Facts.filter_sql` (scope applies, readers, status,
+  unexpired): ``current``, the ranker, the evaluation harness and by-id reads use it.
+- By-id calls (``get``, ``history``, ``retire``, ``undo_supersede``, review, feedback)
+  take the caller's ``scope`` (:func:`memstrata.scoping.resolve_caller`): a fact outside it
+  or unreadable by its principal is :class:`NotFound`. Without a scope the caller is the
+  tenant's operator.
+- A fact's vector is the embedding of its claim (:meth:`Facts.embed_text`); its lexical
+  entry is the claim plus its slot and kind. An edited claim (review) is re-indexed and
+  re-embedded.
+- The review queue (:mod:`memstrata.layers.review`), feedback
+  (:mod:`memstrata.layers.feedback`), retention and forget change facts only through the
+  methods here that take an open transaction (``activate_in``, ``reject_in``,
+  ``apply_feedback``, ``expire_due``, ``forget_rows``, ``clear_links``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ..clock import Clock, from_text
+from ..errors import Conflict, NotFound, ValidationError
+from ..governance.policy import Candidate, Verdict, WritePolicy, normalise_claim
+from ..ids import new_id
+from ..inputs import int_arg, record_id_arg, text_arg
+from ..models import DEFAULT_CONFIDENCE, Fact, Provenance, Scope, WriteResult, build, make_scope
+from ..scoping import (
+    SCOPE_COLUMNS,
+    applies_sql,
+    dump_readers,
+    exact_sql,
+    load_json_list,
+    owned_sql,
+    principal_of,
+    resolve_caller,
+    scope_from_row,
+    scope_values,
+)
+from ..store.base import Database, Row, Tx
+from ..store.sql import chunks, contains_sql, like_param, marks
+from .indexing import IndexEntry, RecordIndex
+from .selector import Selector
+
+COLUMNS = (
+    "id, kind, subject, attribute, claim, confidence, tier, sensitivity, status, actor, source, "
+    "evidence, created_at, valid_from, valid_to, recheck_after, expires_at, supersedes, "
+    "superseded_by, reason, readers, last_confirmed_at, reviewer, flags"
+)
+_SELECT = f"SELECT {SCOPE_COLUMNS}, {COLUMNS} FROM facts r"
+#: Text columns a forget ``match`` searches.
+_TEXT_COLUMNS = ("claim", "subject", "attribute", "evidence", "source", "reason")
+#: Contradicted this many times, a fact is retired (and flagged for review).
+RETIRE_AFTER_CONTRADICTIONS = 3
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor",
+                        "without", "longer", "stopped", "anymore"})
+
+
+def fact_from_row(row: Row, now: datetime | None = None) -> Fact:
+    """A Fact from its row; with ``now``, an active or pending fact past ``expires_at``
+    reads as ``expired`` even before a sweep records it."""
+    expires = from_text(row["expires_at"])
+    status = row["status"]
+    if (now is not None and expires is not None and expires <= now
+            and status in ("active", "pending_review")):
+        status = "expired"
+    return Fact.model_construct(
+        id=row["id"],
+        scope=scope_from_row(row),
+        kind=row["kind"],
+        subject=row["subject"],
+        attribute=row["attribute"],
+        claim=row["claim"],
+        confidence=float(row["confidence"]),
+        tier=row["tier"],
+        sensitivity=row["sensitivity"],
+        status=status,
+        provenance=Provenance.model_construct(actor=row["actor"], source=row["source"],
+                                              evidence=row["evidence"]),
+        created_at=from_text(row["created_at"]),
+        valid_from=from_text(row["valid_from"]),
+        valid_to=from_text(row["valid_to"]),
+        recheck_after=from_text(row["recheck_after"]),
+        expires_at=expires,
+        supersedes=row["supersedes"],
+        superseded_by=row["superseded_by"],
+        reason=row["reason"],
+        readers=load_json_list(row["readers"]),
+        last_confirmed_at=from_text(row["last_confirmed_at"]),
+        reviewer=row["reviewer"],
+        flags=load_json_list(row["flags"]) or [],
+    )
+
+
+def _negated(claim: str) -> bool:
+    """Whether a claim carries a negation word (so 'X' and 'no longer X' never dedup)."""
+    words = set(claim.lower().replace("n't", " not").split())
+    return bool(words & _NEGATIONS)
+
+
+class Facts:
+    """The durable-fact layer; reached as ``mem.facts``."""
+
+    table = "facts"
+
+    def __init__(self, db: Database, clock: Clock, policy: WritePolicy, index: RecordIndex,
+                 *, default_tenant: str = "default") -> None:
+        self._db = db
+        self._clock = clock
+        self._policy = policy
+        self._index = index
+        self._default_tenant = default_tenant
+
+    # -- the rules of this layer -------------------------------------------
+    @staticmethod
+    def embed_text(claim: str) -> str:
+        """What a fact's vector is made from: its claim."""
+        return claim
+
+    @staticmethod
+    def index_text(claim: str, subject: str, attribute: str, kind: str) -> str:
+        """A fact's lexical entry: the claim, then its slot and kind."""
+        return f"{claim}\n{subject} {attribute} {kind}"
+
+    def filter_sql(self, scope: Scope, principal: str | None, *,
+                   statuses: Sequence[str] | None = ("active",),
+                   include_expired: bool = False) -> tuple[str, list[Any]]:
+        """The WHERE fragment (alias ``r``) every read of facts applies before ranking:
+        the scope applies, the principal may read, the status is one of ``statuses``
+        (None: any) and, unless ``include_expired``, the fact has not expired."""
+        where, params = applies_sql(scope)
+        where += f" AND {self._db.readers_clause('r.readers')}"
+        params.append(principal_of(scope, principal))
+        if statuses is not None:
+            where += f" AND r.status IN ({marks(statuses)})"
+            params += list(statuses)
+        if not include_expired:
+            where += " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+            params.append(self._clock.now())
+        return where, params
+
+    def caller(self, scope: Scope | dict[str, Any] | None,
+                tenant: str | None) -> tuple[str, Scope | None]:
+        return resolve_caller(scope, tenant, self._default_tenant)
+
+    # -- writes -----------------------------------------------------------
+    def propose(self, scope: Scope | dict[str, Any], *, claim: str, kind: str, subject: str,
+                attribute: str, actor: str | None, source: str | None,
+                confidence: float = DEFAULT_CONFIDENCE, tier: str = "standard",
+                sensitivity: str = "internal", evidence: str | None = None,
+                valid_from: datetime | str | None = None,
+                expires_at: datetime | str | None = None,
+                recheck_after: datetime | str | None = None,
+                readers: Sequence[str] | None = None, reason: str | None = None) -> WriteResult:
+        """Propose a durable fact; the write policy decides what happens to it."""
+        cand = build(
+            Candidate, scope=make_scope(scope), claim=claim, kind=kind, subject=subject,
+            attribute=attribute, actor=actor, source=source, confidence=confidence, tier=tier,
+            sensitivity=sensitivity, evidence=evidence, valid_from=valid_from,
+            expires_at=expires_at, recheck_after=recheck_after,
+            readers=readers, reason=reason,
+        )
+        return self.propose_candidate(cand)
+
+    def propose_candidate(self, cand: Candidate) -> WriteResult:
+        """Judge and store a validated candidate (used by extraction and import too)."""
+        if not isinstance(cand, Candidate):
+            raise ValidationError(f"expected a Candidate, got {type(cand).__name__}")
+        now = self._clock.now()
+        verdict = self._policy.judge(cand, now)
+        if verdict.action == "reject":
+            return WriteResult(status="rejected", reason=verdict.reason,
+                               detectors=list(verdict.detectors))
+        cand = verdict.candidate
+        # the claim's vector is computed before the write transaction opens
+        vector = self._index.embed([self.embed_text(cand.claim)])
+        with self._db.transaction(cand.scope.tenant) as tx:
+            similar = self._similar(tx, cand, vector)
+            active = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "active")
+            dup = self._find_duplicate(tx, cand, active, similar)
+            if dup is not None:
+                tx.execute("UPDATE facts SET last_confirmed_at = ? WHERE tenant = ? AND id = ?",
+                           (now, cand.scope.tenant, dup["id"]))
+                dup["last_confirmed_at"] = now
+                return WriteResult(status="duplicate", record=fact_from_row(dup),
+                                   reason="an equivalent fact exists; kept the older record "
+                                          "and confirmed it", detectors=list(verdict.detectors))
+            if verdict.action == "pending":
+                fact = self._insert(tx, cand, verdict, now, status="pending_review",
+                                    vector=vector)
+                return WriteResult(status="pending", record=fact, reason=verdict.reason,
+                                   detectors=list(verdict.detectors))
+            fact_id = new_id()
+            old = None
+            if active is not None:
+                why = cand.reason or f"superseded by fact:{fact_id}"
+                inherited = self._supersede(tx, active, fact_id, cand.valid_from or now, why)
+                if cand.readers is None and inherited is not None:
+                    cand = cand.model_copy(update={"readers": inherited})
+                old = self._read(tx, cand.scope.tenant, active["id"])
+            fact = self._insert(tx, cand, verdict, now, status="active", fact_id=fact_id,
+                                supersedes=active["id"] if active else None, vector=vector)
+        if old is not None:
+            return WriteResult(status="superseding", record=fact, superseded=old,
+                               reason=f"supersedes {old.ref}: a different claim for "
+                                      f"{cand.subject}/{cand.attribute}",
+                               detectors=list(verdict.detectors))
+        return WriteResult(status="committed", record=fact, reason=verdict.reason,
+                           detectors=list(verdict.detectors))
+
+    def _supersede(self, tx: Tx, old: Row, new_id_: str, when: datetime,
+                   reason: str) -> list[str] | None:
+        """Mark ``old`` superseded by ``new_id_``; returns its readers, which the new fact
+        inherits when it names none (access follows the source)."""
+        tx.execute("UPDATE facts SET status = 'superseded', superseded_by = ?, valid_to = ?, "
+                   "reason = ? WHERE tenant = ? AND id = ?",
+                   (new_id_, when, reason, old["tenant"], old["id"]))
+        return load_json_list(old["readers"])
+
+    def _insert(self, tx: Tx, cand: Candidate, verdict: Verdict, now: datetime, *,
+                status: str, fact_id: str | None = None,
+                supersedes: str | None = None, vector: Any = None) -> Fact:
+        fid = fact_id or new_id()
+        values = [
+            *scope_values(cand.scope), fid, cand.kind, cand.subject, cand.attribute, cand.claim,
+            cand.confidence, cand.tier, cand.sensitivity, status, cand.actor, cand.source,
+            cand.evidence, now, cand.valid_from or now, None, cand.recheck_after,
+            cand.expires_at, supersedes, None, cand.reason if status == "active" else
+            verdict.reason, dump_readers(cand.readers), now, None, json.dumps(list(verdict.flags)),
+        ]
+        tx.execute(f"INSERT INTO facts ({SCOPE_COLUMNS}, {COLUMNS}) VALUES "
+                   f"({', '.join('?' * len(values))})", values)
+        self._index.write(tx, "facts", cand.scope.tenant, [IndexEntry(
+            fid, self.index_text(cand.claim, cand.subject, cand.attribute, cand.kind))], vector)
+        return self._read(tx, cand.scope.tenant, fid)
+
+    def _slot_row(self, tx: Tx, scope: Scope, subject: str, attribute: str,
+                  status: str) -> Row | None:
+        where, params = exact_sql(scope)
+        return tx.one(f"{_SELECT} WHERE {where} AND r.subject = ? AND r.attribute = ? "
+                      "AND r.status = ? ORDER BY r.created_at DESC LIMIT 1",
+                      (*params, subject, attribute, status))
+
+    def _similar(self, tx: Tx, cand: Candidate, vector: Any) -> list[tuple[str, float]]:
+        """Active or pending facts of exactly this scope and kind whose vectors are near the
+        claim (cosine >= the policy's ``dedup_cosine``), best first."""
+        index = self._index.vectors
+        if index is None or vector is None:
+            return []
+        where, params = exact_sql(cand.scope)
+        scored = index.fact_scores(
+            tx, f"{where} AND r.kind = ? AND r.status IN ('active', 'pending_review')",
+            [*params, cand.kind], vector[0], 50)
+        threshold = self._policy.config.dedup_cosine
+        return [(fid, s) for fid, s in scored if s >= threshold]
+
+    def _find_duplicate(self, tx: Tx, cand: Candidate, active: Row | None,
+                        similar: list[tuple[str, float]]) -> Row | None:
+        norm = normalise_claim(cand.claim)
+        if active is not None and normalise_claim(active["claim"]) == norm:
+            return active
+        pending = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "pending_review")
+        if pending is not None and normalise_claim(pending["claim"]) == norm:
+            return pending
+        for fid, _score in similar:
+            if active is not None and fid == active["id"]:
+                continue  # a different claim in the same slot is a conflict, never a duplicate
+            row = tx.one(f"{_SELECT} WHERE r.tenant = ? AND r.id = ? AND r.status IN "
+                         "('active', 'pending_review') AND r.scope_key = ?",
+                         (cand.scope.tenant, fid, cand.scope.key))
+            if row is not None and row["kind"] == cand.kind and \
+                    _negated(row["claim"]) == _negated(cand.claim):
+                return row
+        return None
+
+    def retire(self, fact_id: str, *, reason: str, scope: Scope | dict[str, Any] | None = None,
+               principal: str | None = None, tenant: str | None = None) -> Fact:
+        """Take a fact out of the current set without replacing it; history keeps it."""
+        fact_id = record_id_arg(fact_id, "fact")
+        reason = text_arg(reason, "reason", max_len=2000)
+        tenant, sc = self.caller(scope, tenant)
+        now = self._clock.now()
+        with self._db.transaction(tenant) as tx:
+            fact = self.get_in(tx, tenant, fact_id, sc, principal)
+            if fact.status not in ("active", "pending_review"):
+                raise Conflict(f"fact {fact_id} is {fact.status}; only active or pending facts "
+                               "can be retired")
+            tx.execute("UPDATE facts SET status = 'retired', valid_to = ?, reason = ? "
+                       "WHERE tenant = ? AND id = ?", (now, reason, tenant, fact.id))
+            return self._read(tx, tenant, fact.id)
+
+    def undo_supersede(self, fact_id: str, *, reason: str,
+                       scope: Scope | dict[str, Any] | None = None,
+                       principal: str | None = None, tenant: str | None = None) -> Fact:
+        """Undo the supersession made by ``fact_id``: its predecessor is current again.
+
+        In one transaction ``fact_id`` is retired (reason recorded, flag
+        ``supersession_undone``) and the fact it superseded becomes active again
+        (``valid_to`` cleared, reason says why). The two links are cleared so the
+        chain stays consistent for later supersessions; both reasons name the
+        other record. Refused (Conflict) unless ``fact_id`` is active and
+        supersedes a fact that is still ``superseded`` by it, unexpired, with its
+        slot free. Returns the restored fact.
+        """
+        fact_id = record_id_arg(fact_id, "fact")
+        reason = text_arg(reason, "reason", max_len=2000)
+        tenant, sc = self.caller(scope, tenant)
+        now = self._clock.now()
+        with self._db.transaction(tenant) as tx:
+            fact = self.get_in(tx, tenant, fact_id, sc, principal)
+            if fact.status != "active":
+                later = f" by fact:{fact.superseded_by}" if fact.superseded_by else ""
+                raise Conflict(f"fact {fact.id} is {fact.status}{later}; only the current fact "
+                               "of a chain can be undone",
+                               hint="undo the latest supersession first")
+            if not fact.supersedes:
+                raise Conflict(f"fact {fact.id} did not supersede anything",
+                               hint="use `memstrata facts retire` to take it out")
+            prev = self.get_in(tx, tenant, fact.supersedes, sc, principal)
+            if prev.status != "superseded" or prev.superseded_by != fact.id:
+                raise Conflict(f"fact {prev.id} is {prev.status}, no longer superseded by "
+                               f"{fact.id}; the chain moved on")
+            if prev.expires_at is not None and prev.expires_at <= now:
+                raise Conflict(f"fact {prev.id} expired on {prev.expires_at.date()}; "
+                               "propose it again instead")
+            occupant = self._slot_row(tx, prev.scope, prev.subject, prev.attribute, "active")
+            if occupant is not None and occupant["id"] != fact.id:
+                raise Conflict(f"fact {occupant['id']} is now current in the slot of {prev.id}")
+            tx.execute(
+                "UPDATE facts SET status = 'retired', valid_to = ?, supersedes = NULL, "
+                "reason = ?, flags = ? WHERE tenant = ? AND id = ?",
+                (now, f"supersession of fact:{prev.id} undone: {reason}",
+                 json.dumps(sorted({*fact.flags, "supersession_undone"})), tenant, fact.id))
+            tx.execute(
+                "UPDATE facts SET status = 'active', valid_to = NULL, superseded_by = NULL, "
+                "reason = ? WHERE tenant = ? AND id = ?",
+                (f"restored: supersession by fact:{fact.id} undone: {reason}", tenant, prev.id))
+            return self._read(tx, tenant, prev.id)
+
+    # -- review (called by memstrata.layers.review inside its transaction) --------------
+    def activate_in(self, tx: Tx, fact: Fact, *, reviewer: str, claim: str | None,
+                  vector: Any, now: datetime) -> tuple[Fact, Fact | None]:
+        """A person approved the pending ``fact`` (optionally with an edited claim): it
+        becomes the active fact of its slot, superseding the current one. Returns the
+        approved fact and the one it superseded."""
+        tenant = fact.scope.tenant
+        if claim is not None:
+            tx.execute("UPDATE facts SET claim = ? WHERE tenant = ? AND id = ?",
+                       (claim, tenant, fact.id))
+            self._index.write(tx, "facts", tenant, [IndexEntry(
+                fact.id, self.index_text(claim, fact.subject, fact.attribute, fact.kind))],
+                vector)
+        active = self._slot_row(tx, fact.scope, fact.subject, fact.attribute, "active")
+        superseded = None
+        readers = fact.readers
+        if active is not None:
+            superseded = active["id"]
+            inherited = self._supersede(tx, active, fact.id, now,
+                                        f"superseded by reviewed fact:{fact.id}")
+            if readers is None:
+                readers = inherited
+        tx.execute(
+            "UPDATE facts SET status = 'active', reviewer = ?, supersedes = ?, valid_from = ?, "
+            "last_confirmed_at = ?, reason = ?, readers = ? WHERE tenant = ? AND id = ?",
+            (reviewer, superseded, now, now, f"approved by {reviewer}", dump_readers(readers),
+             tenant, fact.id))
+        old = self._read(tx, tenant, superseded) if superseded else None
+        return self._read(tx, tenant, fact.id), old
+
+    def reject_in(self, tx: Tx, fact: Fact, *, reason: str, now: datetime) -> Fact:
+        tx.execute("UPDATE facts SET status = 'rejected', reason = ?, valid_to = ? "
+                   "WHERE tenant = ? AND id = ?", (reason, now, fact.scope.tenant, fact.id))
+        return self._read(tx, fact.scope.tenant, fact.id)
+
+    # -- feedback, retention, forget (inside the caller's transaction) -------------------
+    def apply_feedback(self, tx: Tx, fact: Fact, signal: str, *, contradictions: int,
+                       now: datetime) -> str:
+        """The effect of one feedback signal on ``fact``: useful confirms it, contradicted
+        demotes it and, after :data:`RETIRE_AFTER_CONTRADICTIONS`, retires an active fact.
+        Returns the action taken."""
+        tenant = fact.scope.tenant
+        if signal == "useful":
+            tx.execute("UPDATE facts SET feedback_score = feedback_score + 1, "
+                       "last_confirmed_at = ? WHERE tenant = ? AND id = ?", (now, tenant, fact.id))
+            return "recorded"
+        if signal != "contradicted":
+            return "recorded"
+        tx.execute("UPDATE facts SET feedback_score = feedback_score - 1 "
+                   "WHERE tenant = ? AND id = ?", (tenant, fact.id))
+        if contradictions >= RETIRE_AFTER_CONTRADICTIONS and fact.status == "active":
+            tx.execute("UPDATE facts SET status = 'retired', valid_to = ?, reason = ? "
+                       "WHERE tenant = ? AND id = ?",
+                       (now, f"retired after {contradictions} contradictions", tenant, fact.id))
+            return "retired"
+        return "demoted"
+
+    def expire_due(self, tx: Tx, tenant: str, now: datetime) -> int:
+        """Record ``expired`` on the tenant's active and pending facts past ``expires_at``."""
+        return tx.execute(
+            "UPDATE facts SET status = 'expired', valid_to = expires_at WHERE tenant = ? AND "
+            "status IN ('active', 'pending_review') AND expires_at IS NOT NULL AND "
+            "expires_at <= ?", (tenant, now))
+
+    def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
+        """Delete (unless ``dry_run``) the facts ``sel`` selects, every status; their
+        full-text entries and vectors go by trigger. Returns the ids."""
+        where, params = owned_sql(sel.scope)
+        if sel.ids is not None:
+            where += f" AND r.id IN ({marks(sel.ids)})"
+            params += sel.ids
+        if sel.subject is not None:
+            where += " AND r.subject = ?"
+            params.append(sel.subject)
+        if sel.match is not None:
+            where += " AND (" + " OR ".join(contains_sql(f"r.{c}") for c in _TEXT_COLUMNS) + ")"
+            params += [like_param(sel.match)] * len(_TEXT_COLUMNS)
+        ids = [r["id"] for r in tx.all(f"SELECT r.id AS id FROM facts r WHERE {where}", params)]
+        if ids and not dry_run:
+            tx.execute(f"DELETE FROM facts AS r WHERE {where}", params)
+        return ids
+
+    def clear_links(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
+        """Clear supersession links that point at forgotten facts (no orphan history)."""
+        for chunk in chunks(list(ids)):
+            tx.execute(f"UPDATE facts SET supersedes = NULL WHERE tenant = ? AND supersedes IN "
+                       f"({marks(chunk)})", (tenant, *chunk))
+            tx.execute(f"UPDATE facts SET superseded_by = NULL WHERE tenant = ? AND "
+                       f"superseded_by IN ({marks(chunk)})", (tenant, *chunk))
+
+    def embed_items(self, tx: Tx, tenant: str) -> builtins.list[tuple[str, str]]:
+        """(id, embed text) of every fact of the tenant, for a reindex."""
+        return [(r["id"], self.embed_text(r["claim"])) for r in tx.all(
+            "SELECT id, claim FROM facts WHERE tenant = ? ORDER BY id", (tenant,))]
+
+    # -- reads ------------------------------------------------------------
+    def get(self, fact_id: str, scope: Scope | dict[str, Any] | None = None, *,
+            principal: str | None = None, tenant: str | None = None) -> Fact:
+        """One fact by id (or ``fact:ID``). With ``scope``, it must apply to the scope and be
+        readable by the principal, else NotFound."""
+        fact_id = record_id_arg(fact_id, "fact")
+        tenant, sc = self.caller(scope, tenant)
+        with self._db.transaction(tenant, write=False) as tx:
+            return self.get_in(tx, tenant, fact_id, sc, principal)
+
+    def get_in(self, tx: Tx, tenant: str, fact_id: str, scope: Scope | None = None,
+             principal: str | None = None) -> Fact:
+        fact_id = fact_id.removeprefix("fact:")
+        if scope is None:
+            row = tx.one(f"{_SELECT} WHERE r.tenant = ? AND r.id = ?", (tenant, fact_id))
+        else:
+            where, params = self.filter_sql(scope, principal, statuses=None,
+                                            include_expired=True)
+            row = tx.one(f"{_SELECT} WHERE {where} AND r.id = ?", (*params, fact_id))
+        if row is None:
+            where_ = f" in {scope}" if scope is not None else f" in tenant {tenant}"
+            raise NotFound(f"no fact {fact_id}{where_}",
+                           hint="list facts with `memstrata facts list`")
+        return fact_from_row(row, self._clock.now())
+
+    def _read(self, tx: Tx, tenant: str, fact_id: str) -> Fact:
+        row = tx.one(f"{_SELECT} WHERE r.tenant = ? AND r.id = ?", (tenant, fact_id))
+        assert row is not None
+        return fact_from_row(row, self._clock.now())
+
+    def read_many(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Fact]:
+        """Facts by id inside the caller's transaction (the caller filtered them already)."""
+        out: dict[str, Fact] = {}
+        now = self._clock.now()
+        for chunk in chunks(list(ids)):
+            for row in tx.all(f"{_SELECT} WHERE r.tenant = ? AND r.id IN ({marks(chunk)})",
+                              (tenant, *chunk)):
+                out[row["id"]] = fact_from_row(row, now)
+        return out
+
+    def current(self, scope: Scope | dict[str, Any], limit: int = 40, *,
+                principal: str | None = None, kind: str | None = None,
+                tier: str | None = None) -> builtins.list[Fact]:
+        """Active, unexpired facts that apply to ``scope`` and that the principal may read:
+        identity first, then the most specific scope, newest first."""
+        scope = make_scope(scope)
+        limit = int_arg(limit, "limit", low=0, high=100_000)
+        extra, params = "", []
+        if kind is not None:
+            extra += " AND r.kind = ?"
+            params.append(text_arg(kind, "kind", max_len=64))
+        if tier is not None:
+            extra += " AND r.tier = ?"
+            params.append(text_arg(tier, "tier", max_len=64))
+        rows = self._select(scope, principal, ("active",), extra, params, limit=limit)
+        return [fact_from_row(r) for r in rows]
+
+    def list(self, scope: Scope | dict[str, Any], *, status: str | None = None,
+             principal: str | None = None, limit: int = 200) -> builtins.list[Fact]:
+        """Facts of any status (or one) that apply to the scope, for people and exports."""
+        scope = make_scope(scope)
+        limit = int_arg(limit, "limit", low=0, high=100_000)
+        statuses = None if status is None else (text_arg(status, "status", max_len=64),)
+        rows = self._select(scope, principal, statuses, "", [], limit=limit,
+                            include_expired=True)
+        now = self._clock.now()
+        return [fact_from_row(r, now) for r in rows]
+
+    def _select(self, scope: Scope, principal: str | None, statuses: Sequence[str] | None,
+                extra: str, extra_params: Sequence[Any], *, limit: int,
+                include_expired: bool = False) -> builtins.list[Row]:
+        where, params = self.filter_sql(scope, principal, statuses=statuses,
+                                        include_expired=include_expired)
+        sql = (f"{_SELECT} WHERE {where}{extra} ORDER BY CASE r.tier WHEN 'identity' THEN 0 "
+               "ELSE 1 END, (CASE WHEN r.s_user IS NULL THEN 0 ELSE 1 END + CASE WHEN "
+               "r.s_project IS NULL THEN 0 ELSE 1 END + CASE WHEN r.s_agent IS NULL THEN 0 "
+               "ELSE 1 END) DESC, r.created_at DESC, r.id DESC LIMIT ?")
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            return tx.all(sql, [*params, *extra_params, limit])
+
+    def owned(self, scope: Scope | dict[str, Any]) -> builtins.list[Fact]:
+        """Every fact *owned* by the scope (:func:`memstrata.scoping.owned_sql`), any
+        status: what a forget of this scope could reach."""
+        scope = make_scope(scope)
+        where, params = owned_sql(scope)
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            rows = tx.all(f"{_SELECT} WHERE {where} ORDER BY r.created_at, r.id", params)
+        return [fact_from_row(r) for r in rows]
+
+    def history(self, fact_id: str, scope: Scope | dict[str, Any] | None = None, *,
+                principal: str | None = None,
+                tenant: str | None = None) -> builtins.list[Fact]:
+        """Every version of this fact's slot lineage, oldest first (with ``scope``: only
+        versions the caller may read; the fact itself must be one)."""
+        fact_id = record_id_arg(fact_id, "fact")
+        tenant, sc = self.caller(scope, tenant)
+        with self._db.transaction(tenant, write=False) as tx:
+            start = self.get_in(tx, tenant, fact_id, sc, principal)
+            chain = [start]
+            seen = {start.id}
+            for link in ("supersedes", "superseded_by"):
+                cur = start
+                while getattr(cur, link) and getattr(cur, link) not in seen:
+                    try:
+                        cur = self.get_in(tx, tenant, getattr(cur, link), sc, principal)
+                    except NotFound:
+                        break
+                    seen.add(cur.id)
+                    if link == "supersedes":
+                        chain.insert(0, cur)
+                    else:
+                        chain.append(cur)
+        return chain
+
+    def claim_cosines(self, scope: Scope, claim: str,
+                      ids: Sequence[str]) -> builtins.list[tuple[str, float]]:
+        """Cosine of ``claim`` to each listed fact of the tenant, best first (empty without
+        an embedder). Used by the conflict judges of extraction."""
+        index = self._index.vectors
+        if index is None or not ids:
+            return []
+        qvec = self._index.embed_query(claim)
+        if qvec is None:
+            return []
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            return index.fact_scores(tx, f"r.tenant = ? AND r.id IN ({marks(ids)})",
+                                     [scope.tenant, *ids], qvec, len(ids))
+
+
+__all__ = ["COLUMNS", "RETIRE_AFTER_CONTRADICTIONS", "Facts", "fact_from_row"]

@@ -1,0 +1,110 @@
+"""Feedback on recalled items (DESIGN §6.7); the only writer of ``feedback``.
+
+Contract:
+- ``record(ref, signal, scope=...)`` stores one signal (useful | contradicted | superseded
+  | ignored) for ``fact:ID`` or ``episode:ID``, with an optional note (screened for
+  secrets). The record must apply to the caller's scope and be readable by its principal,
+  else :class:`NotFound`: nobody can weigh on a record they cannot see.
+- For a fact the signal has an effect, in the same transaction
+  (:meth:`memstrata.layers.facts.Facts.apply_feedback`): useful confirms it, contradicted
+  demotes it, and repeated contradiction retires it.
+- ``forget_refs`` deletes the feedback of forgotten records; ``forget_rows`` deletes the
+  feedback on the scope's records whose note contains a forgotten text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..clock import Clock
+from ..errors import ValidationError
+from ..governance.safety import redact_secrets
+from ..inputs import MAX_TEXT, text_arg
+from ..models import Scope
+from ..scoping import owned_sql, resolve_caller
+from ..store.base import Database, Tx
+from ..store.sql import chunks, contains_sql, like_param, marks
+from .episodes import Episodes
+from .facts import Facts
+from .selector import Selector
+
+SIGNALS = ("useful", "contradicted", "superseded", "ignored")
+
+
+class Feedback:
+    """Feedback signals; reached through ``mem.feedback(ref, signal)``."""
+
+    table = "feedback"
+
+    def __init__(self, db: Database, clock: Clock, facts: Facts, episodes: Episodes, *,
+                 default_tenant: str = "default") -> None:
+        self._db = db
+        self._clock = clock
+        self._facts = facts
+        self._episodes = episodes
+        self._default_tenant = default_tenant
+
+    def record(self, ref: str, signal: str, *, scope: Scope | dict[str, Any] | None = None,
+               principal: str | None = None, note: str | None = None,
+               tenant: str | None = None) -> dict[str, Any]:
+        """Record how a recalled item served; returns ``{ref, signal, action}``."""
+        if signal not in SIGNALS:
+            raise ValidationError(f"signal must be one of {', '.join(SIGNALS)}, got {signal!r}")
+        ref = text_arg(ref, "ref", max_len=200, hint="fact:ID or episode:ID")
+        layer, _, ident = ref.partition(":")
+        if layer not in ("fact", "episode") or not ident:
+            raise ValidationError(f"feedback takes fact:ID or episode:ID refs, got {ref!r}")
+        if note is not None:
+            note = redact_secrets(text_arg(note, "note", max_len=MAX_TEXT))[0]
+        tenant, sc = resolve_caller(scope, tenant, self._default_tenant)
+        now = self._clock.now()
+        with self._db.transaction(tenant) as tx:
+            if layer == "fact":
+                fact = self._facts.get_in(tx, tenant, ident, sc, principal)
+            else:
+                self._episodes.get(ident, sc, principal=principal, tenant=tenant)
+                fact = None
+            ref = f"{layer}:{ident}"
+            tx.execute("INSERT INTO feedback (tenant, ref, signal, note, created_at) "
+                       "VALUES (?, ?, ?, ?, ?)", (tenant, ref, signal, note, now))
+            action = "recorded"
+            if fact is not None:
+                row = tx.one("SELECT count(*) AS n FROM feedback WHERE tenant = ? AND ref = ? "
+                             "AND signal = 'contradicted'", (tenant, ref))
+                action = self._facts.apply_feedback(
+                    tx, fact, signal, contradictions=int(row["n"]) if row else 0, now=now)
+        return {"ref": ref, "signal": signal, "action": action}
+
+    def forget_refs(self, tx: Tx, tenant: str, refs: Sequence[str], *,
+                    dry_run: bool = False) -> int:
+        """Delete (unless ``dry_run``) the feedback given on these (forgotten) records."""
+        found = 0
+        for chunk in chunks(list(refs)):
+            where, params = f"tenant = ? AND ref IN ({marks(chunk)})", (tenant, *chunk)
+            if dry_run:
+                row = tx.one(f"SELECT count(*) AS n FROM feedback WHERE {where}", params)
+                found += int(row["n"]) if row else 0
+            else:
+                found += tx.execute(f"DELETE FROM feedback WHERE {where}", params)
+        return found
+
+    def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> int:
+        """Delete (unless ``dry_run``) the feedback on records the scope owns whose note
+        contains ``sel.match`` (the notes of other scopes' feedback are not this scope's to
+        delete)."""
+        if sel.match is None:
+            return 0
+        owned, params = owned_sql(sel.scope)
+        where = (f"tenant = ? AND note IS NOT NULL AND {contains_sql('note')} AND ("
+                 f"ref IN (SELECT 'fact:' || r.id FROM facts r WHERE {owned}) OR "
+                 f"ref IN (SELECT 'episode:' || r.id FROM episodes r WHERE {owned}))")
+        args = [sel.scope.tenant, like_param(sel.match), *params, *params]
+        row = tx.one(f"SELECT count(*) AS n FROM feedback WHERE {where}", args)
+        n = int(row["n"]) if row else 0
+        if n and not dry_run:
+            tx.execute(f"DELETE FROM feedback WHERE {where}", args)
+        return n
+
+
+__all__ = ["SIGNALS", "Feedback"]

@@ -1,0 +1,100 @@
+"""Forgetting for real (DESIGN §8): content leaves every place it lives.
+
+Contract:
+- ``forget(scope, match=... | subject=... | record_ids=...)`` deletes, within the records
+  *owned* by the scope (:func:`memstrata.scoping.owned_sql`), matching facts (every status,
+  so history rows too), episodes, checkpoint versions, ledger operations, procedures,
+  runs, feedback (on the forgotten records, and notes that mention the match) and scratch
+  entries; the full-text entries and vectors go with their rows (schema triggers). Without
+  a selector it forgets everything the scope owns.
+- Each layer deletes its own rows (``forget_rows``): this module only composes them, in
+  one maintenance transaction, all or nothing. Supersession links left pointing at a
+  forgotten record are cleared, so no orphan history remains.
+- Refused (AccessDenied) when the scope names neither user nor project, unless
+  ``force=True``.
+- Afterwards the backend compacts (FTS optimize, WAL truncate, secure delete), so the
+  forgotten text is not in the database file's bytes.
+- Returns a ForgetReport with counts per layer; ``vectors`` counts the stored vectors of
+  the forgotten records (measured, the same in a dry run); ``dry_run`` changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import AccessDenied
+from ..inputs import bool_arg
+from ..models import ForgetReport, Scope
+from ..store.base import Database, ScratchStore
+from .checkpoints import Checkpoints
+from .episodes import Episodes
+from .facts import Facts
+from .feedback import Feedback
+from .ledger import Ledger
+from .procedures import Procedures
+from .runs import Runs
+from .selector import selector
+
+
+@dataclass(frozen=True)
+class ForgetTargets:
+    """The layers a forget reaches."""
+
+    facts: Facts
+    episodes: Episodes
+    checkpoints: Checkpoints
+    ledger: Ledger
+    procedures: Procedures
+    runs: Runs
+    feedback: Feedback
+    scratch: ScratchStore
+
+
+def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *,
+           match: str | None = None, subject: str | None = None,
+           record_ids: Sequence[str] | None = None, force: bool = False,
+           dry_run: bool = False) -> ForgetReport:
+    """Delete for real; see the module docstring."""
+    force = bool_arg(force, "force")
+    dry_run = bool_arg(dry_run, "dry_run")
+    sel = selector(scope, match=match, subject=subject, record_ids=record_ids)
+    if sel.scope.is_unscoped and not force:
+        raise AccessDenied(
+            f"refusing to forget across the whole tenant {sel.scope.tenant!r}",
+            hint="name a user or project, or pass force=True (--force) deliberately",
+        )
+    tenant = sel.scope.tenant
+    counts: dict[str, int] = {}
+    with db.transaction(tenant, maintenance=True) as tx:
+        fact_ids = layers.facts.forget_rows(tx, sel, dry_run=True)
+        episode_ids = layers.episodes.forget_rows(tx, sel, dry_run=True)
+        counts["vectors"] = db.vector_count(tx, tenant, [*fact_ids, *episode_ids])
+        if not dry_run:
+            layers.facts.forget_rows(tx, sel, dry_run=False)
+            layers.episodes.forget_rows(tx, sel, dry_run=False)
+        counts["facts"], counts["episodes"] = len(fact_ids), len(episode_ids)
+        counts["checkpoints"] = len(layers.checkpoints.forget_rows(tx, sel, dry_run=dry_run))
+        counts["operations"] = len(layers.ledger.forget_rows(tx, sel, dry_run=dry_run))
+        counts["procedures"] = len(layers.procedures.forget_rows(tx, sel, dry_run=dry_run))
+        counts["runs"] = len(layers.runs.forget_rows(tx, sel, dry_run=dry_run))
+        refs = [f"fact:{i}" for i in fact_ids] + [f"episode:{i}" for i in episode_ids]
+        counts["feedback"] = (layers.feedback.forget_rows(tx, sel, dry_run=dry_run)
+                              + layers.feedback.forget_refs(tx, tenant, refs, dry_run=dry_run))
+        if not dry_run:
+            layers.facts.clear_links(tx, tenant, fact_ids)
+            layers.episodes.clear_links(tx, tenant, episode_ids)
+    if sel.ids is None and sel.subject is None and not dry_run:
+        counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
+    else:
+        counts["scratch"] = 0
+    if not dry_run and any(counts.values()):
+        db.compact()
+    order = ("facts", "episodes", "checkpoints", "operations", "procedures", "runs",
+             "feedback", "scratch", "vectors")
+    return ForgetReport(scope=sel.scope, counts={k: counts[k] for k in order}, ids=refs,
+                        dry_run=dry_run)
+
+
+__all__ = ["ForgetTargets", "forget"]

@@ -1,0 +1,137 @@
+"""Index entries of facts and episodes: the lexical entry and the vector, beside the row.
+
+:class:`RecordIndex` is the one path from a layer to the engine's indexes. The layer
+decides *what* a record is indexed and embedded with (``Facts.embed_text``,
+``Episodes.embed_text``); this module embeds those texts before the write transaction opens
+(:meth:`RecordIndex.embed`) and writes the entries inside it (:meth:`RecordIndex.write`), so a
+record and its index entries commit or roll back together. Without an embedder there are
+no vectors and every search is lexical.
+
+:func:`reindex` re-embeds every fact and episode of every tenant with the current embedder:
+driven from here, over the texts each layer defines, while the engine's
+:class:`~memstrata.store.base.VectorIndex` only clears and stores vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..store.base import Database, Tx, VectorIndex
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..providers.embeddings import Embedder
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One row's lexical entry: its own text and its thread context (weighted lower)."""
+
+    record_id: str
+    text: str
+    context: str = ""
+
+
+class RecordIndex:
+    """The lexical entries (always) and vectors (with an embedder) of facts and episodes."""
+
+    def __init__(self, db: Database, embedder: Embedder | None = None) -> None:
+        self.db = db
+        self.embedder = embedder
+        self._vectors: VectorIndex | None = None
+
+    @property
+    def semantic(self) -> bool:
+        """Whether records get vectors (an embedder is configured)."""
+        return self.embedder is not None
+
+    @property
+    def vectors(self) -> VectorIndex | None:
+        """The engine's vector index for this embedder (made on first use: an embedder
+        that learns its dimension from a server asks only when vectors are needed)."""
+        if self.embedder is None:
+            return None
+        if self._vectors is None:
+            self._vectors = self.db.vector_index(self.embedder.model_name, self.embedder.dims)
+        return self._vectors
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Vectors for texts, computed before the transaction opens (None without embedder)."""
+        if self.embedder is None or not texts:
+            return None
+        import numpy as np
+
+        return np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray | None:
+        """The query vector (None without embedder)."""
+        if self.embedder is None:
+            return None
+        import numpy as np
+
+        return np.asarray(self.embedder.embed_query(text), dtype=np.float32)
+
+    def write(self, tx: Tx, table: str, tenant: str, entries: Sequence[IndexEntry],
+              vectors: Any = None) -> None:
+        """Write the lexical entries and (when given) the vectors of ``entries``."""
+        for e in entries:
+            self.db.index_text(tx, table, e.record_id, tenant, e.text, e.context)
+        index = self.vectors
+        if index is not None and vectors is not None:
+            index.add(tx, table, tenant, [e.record_id for e in entries], vectors)
+
+
+class Embeddable(Protocol):
+    """A layer whose records carry vectors."""
+
+    table: str
+
+    def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:
+        """(record id, the text its vector is made from) for every record of the tenant."""
+        ...
+
+
+def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
+            progress: Callable[[int, int], None] | None = None, batch: int = 256) -> int:
+    """Re-embed every record of ``layers`` in every tenant; returns how many."""
+    vectors = index.vectors
+    if vectors is None:
+        from ..errors import ConfigError
+
+        raise ConfigError("reindex needs an embedder",
+                          hint="open the store with an embedder, e.g. --embedder minilm")
+    db = index.db
+    work: list[tuple[str, str, str, str]] = []
+    tenants = db.tenants()
+    for tenant in tenants:
+        with db.transaction(tenant, write=False) as tx:
+            for layer in layers:
+                work += [(layer.table, tenant, rid, text)
+                         for rid, text in layer.embed_items(tx, tenant)]
+    # every tenant is cleared before the first new vector: an engine that records one
+    # model per file (SQLite) must not see old vectors beside new ones
+    for tenant in tenants:
+        with db.transaction(tenant) as tx:
+            vectors.clear(tx, tenant)
+    total, done = len(work), 0
+    for start in range(0, total, batch):
+        chunk = work[start:start + batch]
+        vecs = index.embed([c[3] for c in chunk])
+        by_target: dict[tuple[str, str], list[int]] = {}
+        for i, (table, tenant, _, _) in enumerate(chunk):
+            by_target.setdefault((tenant, table), []).append(i)
+        for (tenant, table), rows in by_target.items():
+            with db.transaction(tenant) as tx:
+                vectors.add(tx, table, tenant, [chunk[i][2] for i in rows],
+                            vecs[rows] if vecs is not None else None)
+        done += len(chunk)
+        if progress:
+            progress(done, total)
+    vectors.invalidate()
+    return total
+
+
+__all__ = ["Embeddable", "IndexEntry", "RecordIndex", "reindex"]

@@ -1,0 +1,64 @@
+"""Runs: when an agent's run began and ended, and its task; the only writer of ``runs``.
+
+Contract:
+- ``start(scope, run_id, task)`` records a run once (idempotent for the same id);
+  ``end(scope, run_id)`` records its end. A run's scratchpad is discarded by
+  :class:`memstrata.memory.Run` when it ends; its checkpoint and ledger entries stay.
+- The task name is screened for secrets like every stored string.
+- ``forget_rows`` deletes the runs of a scope (all of them, or those whose task contains a
+  ``match``), so a forgotten task name does not survive in the run log.
+"""
+
+from __future__ import annotations
+
+from ..clock import Clock
+from ..governance.safety import redact_secrets
+from ..inputs import MAX_NAME, text_arg
+from ..models import Scope
+from ..scoping import SCOPE_COLUMNS, owned_sql, scope_values
+from ..store.base import Database, Tx
+from ..store.sql import contains_sql, like_param
+from .selector import Selector
+
+
+class Runs:
+    """The run log."""
+
+    table = "runs"
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+
+    def start(self, scope: Scope, run_id: str, task: str | None) -> None:
+        """Record that run ``run_id`` of ``scope`` began (working on ``task``)."""
+        run_id = text_arg(run_id, "run_id", max_len=MAX_NAME)
+        if task is not None:
+            task = redact_secrets(text_arg(task, "task", max_len=MAX_NAME))[0]
+        with self._db.transaction(scope.tenant) as tx:
+            tx.execute(f"INSERT INTO runs ({SCOPE_COLUMNS}, run_id, task, started_at) VALUES "
+                       "(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, run_id) DO NOTHING",
+                       (*scope_values(scope), run_id, task, self._clock.now()))
+
+    def end(self, scope: Scope, run_id: str) -> None:
+        """Record the end of the run."""
+        with self._db.transaction(scope.tenant) as tx:
+            tx.execute("UPDATE runs SET ended_at = ? WHERE tenant = ? AND run_id = ?",
+                       (self._clock.now(), scope.tenant, run_id))
+
+    def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
+        """Delete (unless ``dry_run``) the scope's runs whose task contains ``sel.match``
+        (every run of the scope without a match; none for a subject or ids)."""
+        if sel.ids is not None or sel.subject is not None:
+            return []
+        where, params = owned_sql(sel.scope)
+        if sel.match is not None:
+            where += f" AND {contains_sql('r.task')}"
+            params.append(like_param(sel.match))
+        rows = tx.all(f"SELECT r.run_id AS run_id FROM runs r WHERE {where}", params)
+        if rows and not dry_run:
+            tx.execute(f"DELETE FROM runs AS r WHERE {where}", params)
+        return [r["run_id"] for r in rows]
+
+
+__all__ = ["Runs"]

@@ -1,0 +1,194 @@
+"""Run-scoped working memory (DESIGN §2): the scratchpad; the only writer of ``scratch``.
+
+Contract:
+- Keys live inside one run of one scope; nothing is shared across runs and nothing is
+  ever promoted to durable memory.
+- ``write`` returns a receipt (``wrote KEY (N chars)``), never an echo of the value.
+  ``read`` is the agent-facing read: the value, or the message ``KEY is not set`` when it
+  is missing or expired; the result is a :class:`ScratchRead` (a ``str``) whose ``found``
+  tells a stored value from the message. ``get`` returns the value or ``default``.
+  ``list`` returns the live keys under a prefix.
+- Every entry expires after its TTL (default 24 h; a ``timedelta`` or seconds, measured on
+  the injected clock); the run's entries are discarded when the run ends.
+- Keys and values are screened: secrets are redacted before they are stored.
+- Storage is a :class:`~memstrata.store.base.ScratchStore`: this module's
+  :class:`SQLScratchStore` by default, Redis (native TTL) when configured
+  (:mod:`memstrata.store.redis_scratch`).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..clock import Clock
+from ..errors import ValidationError
+from ..governance.safety import redact_secrets
+from ..inputs import text_arg
+from ..models import Scope
+from ..scoping import SCOPE_COLUMNS, owned_sql, scope_values
+from ..store.base import Database, ScratchStore
+from ..store.sql import contains_sql, like_param
+
+DEFAULT_TTL = timedelta(hours=24)
+MAX_VALUE = 200_000
+MAX_KEY = 200
+
+
+def ttl_arg(ttl: Any, field: str = "ttl") -> timedelta:
+    """A positive ``timedelta``, or a positive number of seconds."""
+    if isinstance(ttl, timedelta):
+        value = ttl
+    elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
+        value = timedelta(seconds=float(ttl))
+    else:
+        raise ValidationError(f"{field} must be a timedelta or a number of seconds, got "
+                              f"{type(ttl).__name__}", hint="e.g. ttl=3600 or timedelta(hours=1)")
+    if value <= timedelta(0):
+        raise ValidationError(f"{field} must be positive, got {value}")
+    return value
+
+
+class ScratchRead(str):
+    """What ``read`` returns: the value, or ``KEY is not set``; ``found`` tells which."""
+
+    found: bool
+    value: str | None
+
+    def __new__(cls, text: str, *, found: bool, value: str | None) -> ScratchRead:
+        out = super().__new__(cls, text)
+        out.found = found
+        out.value = value
+        return out
+
+
+class SQLScratchStore:
+    """Scratch entries in the main database (the embedded default)."""
+
+    table = "scratch"
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def put(self, scope: Scope, run_id: str, key: str, value: str, now: datetime,
+            expires_at: datetime) -> None:
+        with self._db.transaction(scope.tenant) as tx:
+            tx.execute(
+                f"INSERT INTO scratch ({SCOPE_COLUMNS}, run_id, key, value, written_at, "
+                "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, run_id, key) DO UPDATE SET value = excluded.value, "
+                "written_at = excluded.written_at, expires_at = excluded.expires_at",
+                (*scope_values(scope), run_id, key, value, now, expires_at),
+            )
+
+    def get(self, scope: Scope, run_id: str, key: str, now: datetime) -> str | None:
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            row = tx.one("SELECT value FROM scratch WHERE tenant = ? AND run_id = ? AND key = ? "
+                         "AND scope_key = ? AND expires_at > ?",
+                         (scope.tenant, run_id, key, scope.key, now))
+        return None if row is None else str(row["value"])
+
+    def keys(self, scope: Scope, run_id: str, prefix: str, now: datetime) -> list[str]:
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            rows = tx.all("SELECT key FROM scratch WHERE tenant = ? AND run_id = ? AND "
+                          "scope_key = ? AND expires_at > ? AND substr(key, 1, ?) = ? "
+                          "ORDER BY key", (scope.tenant, run_id, scope.key, now, len(prefix),
+                                           prefix))
+        return [r["key"] for r in rows]
+
+    def delete(self, scope: Scope, run_id: str, key: str) -> bool:
+        with self._db.transaction(scope.tenant) as tx:
+            return tx.execute("DELETE FROM scratch WHERE tenant = ? AND run_id = ? AND key = ? "
+                              "AND scope_key = ?", (scope.tenant, run_id, key, scope.key)) > 0
+
+    def discard(self, scope: Scope, run_id: str) -> int:
+        with self._db.transaction(scope.tenant) as tx:
+            return tx.execute("DELETE FROM scratch WHERE tenant = ? AND run_id = ?",
+                              (scope.tenant, run_id))
+
+    def sweep(self, now: datetime) -> int:
+        removed = 0
+        for tenant in self._db.tenants():
+            with self._db.transaction(tenant) as tx:
+                removed += tx.execute("DELETE FROM scratch WHERE tenant = ? AND expires_at <= ?",
+                                      (tenant, now))
+        return removed
+
+    def forget(self, scope: Scope, match: str | None) -> int:
+        where, params = owned_sql(scope)
+        if match is not None:
+            where += f" AND ({contains_sql('r.value')} OR {contains_sql('r.key')})"
+            params += [like_param(match), like_param(match)]
+        with self._db.transaction(scope.tenant) as tx:
+            return tx.execute(f"DELETE FROM scratch AS r WHERE {where}", params)
+
+    def close(self) -> None:
+        """Nothing to release: the database is closed by its owner."""
+
+
+class Scratch:
+    """The scratchpad of one run; reached as ``run.scratch``."""
+
+    def __init__(self, store: ScratchStore, clock: Clock, scope: Scope, run_id: str,
+                 ttl: timedelta | float = DEFAULT_TTL) -> None:
+        self._store = store
+        self._clock = clock
+        self.scope = scope
+        self.run_id = run_id
+        self.ttl = ttl_arg(ttl)
+
+    @staticmethod
+    def _key(key: Any) -> str:
+        return redact_secrets(text_arg(key, "key", max_len=MAX_KEY))[0]
+
+    def write(self, key: str, value: Any, *, ttl: timedelta | float | None = None) -> str:
+        """Store ``value`` under ``key`` for this run; returns a receipt, not the value."""
+        key = self._key(key)
+        life = self.ttl if ttl is None else ttl_arg(ttl)
+        if not isinstance(value, str):
+            try:
+                value = json.dumps(value, sort_keys=True)
+            except (TypeError, ValueError) as exc:
+                raise ValidationError(f"scratch value for {key!r} is not text or JSON") from exc
+        value = text_arg(value, "value", max_len=MAX_VALUE, allow_empty=True)
+        value, _ = redact_secrets(value)
+        now = self._clock.now()
+        self._store.put(self.scope, self.run_id, key, value, now, now + life)
+        return f"wrote {key} ({len(value)} chars)"
+
+    def read(self, key: str) -> ScratchRead:
+        """The value, or ``KEY is not set`` when missing or expired (see ``.found``)."""
+        key = self._key(key)
+        value = self._store.get(self.scope, self.run_id, key, self._clock.now())
+        if value is None:
+            return ScratchRead(f"{key} is not set", found=False, value=None)
+        return ScratchRead(value, found=True, value=value)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The value, or ``default`` (None) when missing or expired."""
+        value = self._store.get(self.scope, self.run_id, self._key(key), self._clock.now())
+        return default if value is None else value
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Live keys starting with ``prefix``, sorted."""
+        if not isinstance(prefix, str) or "\x00" in prefix or len(prefix) > MAX_KEY:
+            raise ValidationError(f"prefix must be a string of at most {MAX_KEY} characters")
+        try:
+            prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError("prefix is not valid UTF-8 (lone surrogate)") from None
+        return self._store.keys(self.scope, self.run_id, prefix, self._clock.now())
+
+    def delete(self, key: str) -> str:
+        """Remove one key; returns a receipt."""
+        key = self._key(key)
+        removed = self._store.delete(self.scope, self.run_id, key)
+        return f"deleted {key}" if removed else f"{key} is not set"
+
+    def discard(self) -> int:
+        """Drop every entry of this run; returns how many were dropped."""
+        return self._store.discard(self.scope, self.run_id)
+
+
+__all__ = ["DEFAULT_TTL", "SQLScratchStore", "Scratch", "ScratchRead", "ttl_arg"]

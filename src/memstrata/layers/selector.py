@@ -1,0 +1,47 @@
+"""What a forget selects: the scope it owns, and a match, a subject or record ids.
+
+A :class:`Selector` is validated once (:func:`selector`) and handed to every layer's
+``forget_rows``, so each layer applies the same selection to its own table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ValidationError
+from ..inputs import ids_arg, text_arg
+from ..models import Scope, make_scope
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Records owned by ``scope`` whose text contains ``match``, about ``subject``, or with
+    these ``ids`` (any combination narrows; none: everything the scope owns)."""
+
+    scope: Scope
+    match: str | None = None
+    subject: str | None = None
+    ids: list[str] | None = None
+
+    @property
+    def everything(self) -> bool:
+        return self.match is None and self.subject is None and self.ids is None
+
+
+def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any = None,
+             record_ids: Sequence[str] | None = None) -> Selector:
+    """A validated :class:`Selector` (ValidationError for bad input)."""
+    sc = make_scope(scope)
+    if match is not None:
+        match = text_arg(match, "match", max_len=1000)
+    if subject is not None:
+        subject = " ".join(text_arg(subject, "subject", max_len=200).lower().split())
+        if not subject:
+            raise ValidationError("subject must not be empty")
+    ids = None if record_ids is None else ids_arg(record_ids, "record_ids")
+    return Selector(sc, match, subject, ids)
+
+
+__all__ = ["Selector", "selector"]

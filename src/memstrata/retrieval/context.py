@@ -1,0 +1,137 @@
+"""Context assembly (DESIGN §6): what a session starts with, within a token budget.
+
+Order: identity facts (in full, first), the task's current checkpoint (in
+full), other current durable facts of the scope (capped, default 40), then —
+only if a query is given and the gate finds something — targeted recalls.
+Every item considered gets a manifest entry saying whether it entered and
+why, so a person can inspect exactly what the agent saw. Identity and the
+checkpoint always enter (they are small by policy); facts and recalls enter
+while the budget lasts.
+
+Assembly takes the facts and checkpoints layers and the gate; never the facade.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..clock import Clock
+from ..inputs import int_arg
+from ..layers.checkpoints import Checkpoints
+from ..layers.facts import Facts
+from ..models import Checkpoint, Context, Fact, ManifestEntry, Scope, make_scope
+from ..tokens import count_tokens
+from .recall import Gate
+
+
+def _fact_line(f: Fact, now: datetime) -> str:
+    date = (f.valid_from or f.created_at).date().isoformat()
+    stale = " — stale, re-check before relying on it" if f.is_stale(now) else ""
+    untrusted = " — UNTRUSTED source" if "untrusted" in f.flags else ""
+    return f"- {f.claim} ({f.kind}; {f.provenance.actor} via {f.provenance.source}, " \
+           f"{date}){stale}{untrusted} [{f.ref}]"
+
+
+def checkpoint_text(cp: Checkpoint) -> str:
+    lines = [f"## Current task: {cp.task} (checkpoint v{cp.version}, "
+             f"updated {cp.updated_at.isoformat(timespec='minutes') if cp.updated_at else '?'})"]
+    if cp.objective:
+        lines.append(f"Objective: {cp.objective}")
+    for label, items in (("Constraints", cp.constraints), ("Plan", cp.plan),
+                         ("Completed", cp.completed), ("Evidence", cp.evidence),
+                         ("Source refs", cp.source_refs),
+                         ("Pending identity changes", cp.pending_identity_changes)):
+        if items:
+            lines.append(f"{label}:")
+            lines += [f"- {x}" for x in items]
+    if cp.next_action:
+        lines.append(f"Next action: {cp.next_action}")
+    if cp.notes:
+        lines.append(f"Notes: {cp.notes}")
+    return "\n".join(lines)
+
+
+def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
+             scope: Scope | dict[str, Any], *, task: str | None = None,
+             query: str | None = None, budget_tokens: int = 2000, facts_limit: int = 40,
+             principal: str | None = None, decision: str = "planning") -> Context:
+    """Assemble a session's starting context (see the module docstring)."""
+    scope = make_scope(scope)
+    budget_tokens = int_arg(budget_tokens, "budget_tokens", low=1)
+    facts_cap = int_arg(facts_limit, "facts_limit", low=0, high=10_000)
+    now = clock.now()
+    manifest: list[ManifestEntry] = []
+    parts: list[str] = []
+    used = 0
+
+    def add(text: str, ref: str, layer: str, reason: str, *, always: bool = False) -> bool:
+        nonlocal used
+        n = count_tokens(text)
+        if not always and used + n > budget_tokens:
+            manifest.append(ManifestEntry(ref=ref, layer=layer, included=False,
+                                          reason=f"left out: over the budget of "
+                                                 f"{budget_tokens} tokens", tokens=n))
+            return False
+        parts.append(text)
+        used += n
+        manifest.append(ManifestEntry(ref=ref, layer=layer, included=True, reason=reason,
+                                      tokens=n))
+        return True
+
+    current = facts.current(scope, limit=facts_cap + 100, principal=principal)
+    identity = [f for f in current if f.tier == "identity"]
+    others = [f for f in current if f.tier != "identity"]
+    if identity:
+        parts.append("## Identity (always applies)")
+        for f in identity:
+            add(_fact_line(f, now), f.ref, "identity", "identity fact: loaded in full, first",
+                always=True)
+    if task is not None:
+        cp = checkpoints.current(scope, task)
+        if cp is not None:
+            add(checkpoint_text(cp), cp.ref, "checkpoint",
+                f"current checkpoint of task {task!r}: loaded in full", always=True)
+        else:
+            manifest.append(ManifestEntry(ref=f"checkpoint:{task}", layer="checkpoint",
+                                          included=False, reason="no checkpoint saved yet",
+                                          tokens=0))
+    if others:
+        parts.append("## Known facts (current)")
+        for i, f in enumerate(others):
+            if i >= facts_cap:
+                manifest.append(ManifestEntry(ref=f.ref, layer="facts", included=False,
+                                              reason=f"left out: facts cap of {facts_cap}",
+                                              tokens=0))
+                continue
+            add(_fact_line(f, now), f.ref, "facts", f"current {f.kind} fact in scope")
+    if query:
+        shown = {m.ref for m in manifest if m.included}
+        found = gate.recall(scope, query, decision=decision, k=8,
+                           budget_tokens=max(1, budget_tokens - used), principal=principal)
+        lines = [h for h in found.items if h.ref not in shown]
+        if lines:
+            parts.append(f"## Relevant memory for: {query}")
+        for h in lines:
+            date = h.date.date().isoformat() if h.date else "undated"
+            label = h.event or h.kind or h.layer
+            flags = []
+            if h.status and h.status != "current":
+                flags.append(h.status)
+            if h.untrusted:
+                flags.append("UNTRUSTED")
+            if h.needs_verification:
+                flags.append("verify")
+            suffix = f" ({', '.join(flags)})" if flags else ""
+            add(f"- {date} {label}: {h.excerpt} [{h.source}]{suffix} [{h.ref}]", h.ref,
+                h.layer, f"recalled for the query (score {h.score:.2f})")
+        if not found.items:
+            manifest.append(ManifestEntry(ref="recall", layer="recall", included=False,
+                                          reason=f"recall returned nothing: "
+                                                 f"{found.empty_reason}", tokens=0))
+    text = "\n".join(parts)
+    return Context(text=text, tokens=count_tokens(text) if text else 0,
+                   budget_tokens=budget_tokens, manifest=manifest)
+
+
+__all__ = ["assemble", "checkpoint_text"]

@@ -1,0 +1,234 @@
+"""Ranking of candidates that already passed the gate's filters.
+
+A ranker is a function ``ranker(sources, request) -> (hits, considered)`` over
+:class:`RankSources` (the facts and episodes layers and their index) and a
+:class:`RankRequest` (scope, query, decision rule, layers, k, principal, dates, now). The
+default, :func:`hybrid`, takes candidates from the engine's lexical search (and, with an
+embedder, vector search) run *inside* each layer's read filter (``filter_sql``), fuses the
+scores, adjusts them by status (current over superseded), actor authority, scope
+specificity and recency, and returns them on a 0..1 scale so the gate can apply an
+absolute relevance floor. The evaluation harness swaps rankers through the same seam.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..layers.episodes import Episodes, episode_hit, excerpt
+from ..layers.facts import Facts
+from ..layers.indexing import RecordIndex
+from ..models import Fact, Hit, Scope
+from ..scoping import principal_of
+from ..store.base import Database
+from ..store.lexical import terms
+from ..tokens import count_tokens
+from .decisions import DecisionRule
+from .temporal import window
+
+AUTHORITY = {"user": 1.0, "reviewer": 1.0, "tool": 0.9, "system": 0.9, "import": 0.8,
+             "agent": 0.7}
+
+
+@dataclass(frozen=True)
+class RankSources:
+    """What a ranker may read: the layers' filters and rows, and their index."""
+
+    db: Database
+    facts: Facts
+    episodes: Episodes
+    index: RecordIndex
+
+
+@dataclass(frozen=True)
+class RankRequest:
+    """One ranking request; ``layers`` and ``rule`` come from the gate."""
+
+    scope: Scope
+    query: str
+    rule: DecisionRule
+    layers: tuple[str, ...]
+    k: int
+    principal: str | None
+    since: datetime | None
+    until: datetime | None
+    now: datetime
+
+
+Ranker = Callable[[RankSources, RankRequest], tuple[list[Hit], int]]
+
+
+def coverage(query_terms: Sequence[str], text: str) -> float:
+    """Share of the query's content words (stemmed by prefix) present in ``text``."""
+    if not query_terms:
+        return 0.0
+    words = set(terms(text))
+    hit = 0
+    for q in query_terms:
+        stem = q[:5] if len(q) > 5 else q
+        if q in words or any(w.startswith(stem) for w in words):
+            hit += 1
+    return hit / len(query_terms)
+
+
+def adjust(base: float, *, actor: str | None, specificity: int, age_days: float,
+           superseded: bool) -> float:
+    """Status, authority, specificity and recency applied to a 0..1 relevance."""
+    score = base * AUTHORITY.get(actor or "", 0.8)
+    score *= 1.0 + 0.05 * specificity
+    score *= 0.95 + 0.05 * math.exp(-max(age_days, 0.0) / 180.0)
+    if superseded:
+        score *= 0.4
+    return min(score, 1.0)
+
+
+def semantic(cos: float) -> float:
+    """MiniLM cosine to a 0..1 relevance: unrelated text sits near 0.1, paraphrases above 0.6."""
+    return min(1.0, max(0.0, (cos - 0.15) / 0.45))
+
+
+def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) -> dict[str, float]:
+    """Hybrid relevance on 0..1: normalised BM25, query coverage, semantic similarity, and
+    reciprocal-rank fusion of the two lists (k=60)."""
+    top = max(lex.values(), default=0.0) or 1.0
+    lex_rank = {rid: i for i, rid in enumerate(sorted(lex, key=lambda r: -lex[r]))}
+    vec_rank = {rid: i for i, rid in enumerate(sorted(vec, key=lambda r: -vec[r]))}
+    out: dict[str, float] = {}
+    for rid in set(lex) | set(vec) | set(cov):
+        lexical = 0.5 * cov.get(rid, 0.0) + 0.5 * lex.get(rid, 0.0) / top
+        if not vec:
+            out[rid] = lexical
+            continue
+        rrf = sum(1.0 / (60 + ranks[rid]) for ranks in (lex_rank, vec_rank) if rid in ranks)
+        out[rid] = (0.45 * semantic(vec.get(rid, 0.0)) + 0.35 * lexical
+                    + 0.2 * rrf / (2.0 / 60))
+    return out
+
+
+def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
+    """The default ranker (see the module docstring)."""
+    q_terms = terms(req.query)
+    hits: list[Hit] = []
+    limit = max(req.k * 8, 50)
+    vectors = src.index.vectors
+    qvec = src.index.embed_query(req.query) if vectors is not None else None
+    with src.db.transaction(req.scope.tenant, write=False) as tx:
+        if "facts" in req.layers:
+            where, params = src.facts.filter_sql(req.scope, req.principal,
+                                                 statuses=("active", "superseded"))
+            lex = dict(src.db.text_search(tx, "facts", req.query, where, params, limit))
+            vec: dict[str, float] = {}
+            if vectors is not None and qvec is not None:
+                vec = dict(vectors.fact_scores(tx, where, params, qvec, limit))
+            found = src.facts.read_many(tx, req.scope.tenant, list(set(lex) | set(vec)))
+            cov = {rid: coverage(q_terms, f"{f.claim} {f.subject} {f.attribute}")
+                   for rid, f in found.items()}
+            for rid, rel in fuse(lex, vec, cov).items():
+                if rid in found:
+                    hits.append(fact_hit(found[rid], rel, req.now))
+        if "episodes" in req.layers:
+            hits += _rank_episodes(src, tx, req, limit, qvec, keep=max(3 * req.k, 20))
+    hits.sort(key=lambda h: -h.score)
+    return hits, len(hits)
+
+
+#: Weights of the episode score (chosen on the LoCoMo dev split, stable under
+#: leave-one-conversation-out; see benchmarks/research/README.md).
+W_LEXICAL, W_SEMANTIC, W_SUBJECT, W_PERIOD = 0.5, 0.5, 0.3, 0.2
+#: Below this absolute evidence (semantic or word coverage) a candidate is noise.
+MIN_EVIDENCE = 0.25
+_MAX_EPISODE_REL = W_LEXICAL + W_SEMANTIC + W_SUBJECT + W_PERIOD
+_NAME_RE = re.compile(r"[A-Za-z][\w\-]*")
+
+
+def named_subjects(src: RankSources, tx: Any, tenant: str, query: str) -> set[str]:
+    """Episode subjects (speakers, systems) the query names as a word."""
+    words = {w for w in _NAME_RE.findall(query.replace("\u2019", "'").replace("'s", ""))
+             if len(w) > 1}
+    candidates = sorted(words | {w.lower() for w in words} | {w.title() for w in words})
+    return src.episodes.subjects_named(tx, tenant, candidates)
+
+
+def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, limit: int, qvec: Any,
+                   keep: int) -> list[Hit]:
+    """Hybrid episode ranking: BM25 over the episode and its thread context (normalised by
+    the best match) plus cosine, a boost when the query names the episode's subject, and a
+    boost inside a period the query names; an absolute evidence floor keeps noise out."""
+    vectors, now, scope = src.index.vectors, req.now, req.scope
+    cutoff = now - req.rule.max_episode_age if req.rule.max_episode_age else None
+    lower = max(filter(None, (req.since, cutoff)), default=None)
+    where, params = src.episodes.filter_sql(scope, req.principal, since=lower, until=req.until)
+    named = named_subjects(src, tx, scope.tenant, req.query)
+    drop = sorted({w.lower() for n in named for w in n.split()})
+    lex = dict(src.db.text_search(tx, "episodes", req.query, where, params, limit, drop=drop))
+    vec: dict[str, float] = {}
+    if vectors is not None and qvec is not None:
+        vec = dict(vectors.search(tx, scope, principal_of(scope, req.principal), qvec, limit,
+                                  now=now, since=lower, until=req.until))
+    ids = list(set(lex) | set(vec))
+    found = src.episodes.read_many(tx, scope.tenant, ids)
+    sup = src.episodes.superseded_ids(tx, scope.tenant, ids)
+    q_terms = [t for t in terms(req.query) if t not in drop]
+    top = max(lex.values(), default=0.0) or 1.0
+    period = window(req.query, now)
+    boost_subject = len(named) == 1
+    scored: list[tuple[float, str]] = []
+    for rid in ids:
+        ep = found.get(rid)
+        if ep is None:
+            continue
+        cos = vec.get(rid)
+        sem = semantic(cos) if cos is not None else 0.0
+        cov = 0.0
+        if q_terms and (sem < MIN_EVIDENCE or vectors is None):
+            cov = coverage(q_terms, f"{ep.text} {ep.event}")
+        if max(cov, sem) < MIN_EVIDENCE:
+            continue
+        lexical = lex.get(rid, 0.0) / top
+        if vectors is not None:
+            rel = W_LEXICAL * lexical + W_SEMANTIC * max(cos or 0.0, 0.0)
+        else:
+            rel = 0.5 * lexical + 0.5 * cov
+        observed = ep.observed_at or now
+        if boost_subject and ep.subject in named:
+            rel += W_SUBJECT
+        # people report an event on the day or a few days after it happened
+        if period is not None and (period.contains(observed)
+                                   or period.contains(observed - timedelta(days=3))):
+            rel += W_PERIOD
+        score = adjust(rel / _MAX_EPISODE_REL, actor=ep.provenance.actor,
+                       specificity=ep.scope.specificity(),
+                       age_days=(now - observed).total_seconds() / 86400,
+                       superseded=rid in sup)
+        scored.append((score, rid))
+    # build result objects (excerpt, token count) only for what can make the cut
+    scored.sort(key=lambda x: -x[0])
+    hits: list[Hit] = []
+    for score, rid in scored[:keep]:
+        hit = episode_hit(found[rid], 0.0, rid in sup, q_terms)
+        hit.score = score
+        hits.append(hit)
+    return hits
+
+
+def fact_hit(f: Fact, base: float, now: datetime) -> Hit:
+    """The recall result for a fact: reference, excerpt, metadata and adjusted score."""
+    created = f.created_at or now
+    superseded = f.status == "superseded"
+    status = "superseded" if superseded else ("stale" if f.is_stale(now) else "current")
+    score = adjust(base * (1.1 if f.tier == "identity" else 1.0), actor=f.provenance.actor,
+                   specificity=f.scope.specificity(),
+                   age_days=(now - created).total_seconds() / 86400, superseded=superseded)
+    text = excerpt(f.claim)
+    return Hit(ref=f.ref, layer="facts", excerpt=text, score=score,
+               date=f.valid_from or created, kind=f.kind, source=f.provenance.source,
+               actor=f.provenance.actor, status=status, scope=f.scope,
+               untrusted="untrusted" in f.flags, tokens=count_tokens(text))
+
+
+__all__ = ["AUTHORITY", "RankRequest", "RankSources", "Ranker", "adjust", "coverage",
+           "fact_hit", "fuse", "hybrid", "semantic"]

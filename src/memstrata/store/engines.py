@@ -1,0 +1,98 @@
+"""Which engine serves a URL: a registry keyed by URL scheme.
+
+``open_database(url)`` resolves the URL (explicit, ``$MEMSTRATA_URL``, or the embedded
+default ``sqlite:///$MEMSTRATA_HOME/memory.db``) and calls the factory registered for its
+scheme. The built-in engines (``sqlite``; ``postgresql``/``postgres``) are registered
+through :func:`register_engine`, the hook a third-party engine uses too, so the seam is
+exercised every day. Factories import their driver lazily: a missing extra is a
+:class:`~memstrata.errors.ConfigError` naming what to install, never an ImportError.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .base import Database
+
+EngineFactory = Callable[..., Database]
+"""``factory(url, **options) -> Database``."""
+
+_ENGINES: dict[str, EngineFactory] = {}
+
+
+def register_engine(scheme: str, factory: EngineFactory, *, replace: bool = False) -> None:
+    """Serve URLs ``SCHEME://...`` with ``factory(url, **options)``."""
+    key = scheme.strip().lower().removesuffix(":")
+    if not key or "/" in key:
+        raise ConfigError(f"not a URL scheme: {scheme!r}")
+    if key in _ENGINES and not replace:
+        raise ConfigError(f"an engine for {key}:// is already registered",
+                          hint="pass replace=True")
+    _ENGINES[key] = factory
+
+
+def engine_schemes() -> list[str]:
+    """Registered URL schemes, sorted."""
+    return sorted(_ENGINES)
+
+
+def default_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$MEMSTRATA_HOME`` or ``~/.memstrata``."""
+    env = os.environ if env is None else env
+    return Path(env.get("MEMSTRATA_HOME") or Path.home() / ".memstrata").expanduser()
+
+
+def resolve_url(url: str | os.PathLike[str] | None) -> str:
+    """The URL to open: explicit, else ``$MEMSTRATA_URL``, else the embedded default. A
+    bare path means a SQLite file."""
+    if url is None:
+        url = os.environ.get("MEMSTRATA_URL") or None
+    if url is None:
+        return f"sqlite:///{default_home() / 'memory.db'}"
+    text = os.fspath(url)
+    if "://" not in text:
+        return f"sqlite:///{Path(text).expanduser()}"
+    return text
+
+
+def open_database(url: str | os.PathLike[str] | None = None, **options: Any) -> Database:
+    """Open the backend named by ``url`` (``sqlite:///path`` or ``postgresql://...``)."""
+    resolved = resolve_url(url)
+    scheme = resolved.split(":", 1)[0].lower()
+    factory = _ENGINES.get(scheme)
+    if factory is None:
+        raise ConfigError(
+            f"no engine serves {scheme}:// URLs",
+            hint="use sqlite:///path/memory.db or postgresql://user@host/db"
+                 + "".join(f", {s}://..." for s in engine_schemes()
+                           if s not in ("sqlite", "postgresql", "postgres")),
+        )
+    return factory(resolved, **options)
+
+
+def _sqlite(url: str, **options: Any) -> Database:
+    from .sqlite import SQLiteDatabase
+
+    return SQLiteDatabase.from_url(url, **options)
+
+
+def _postgres(url: str, **options: Any) -> Database:
+    try:
+        from .postgres import PostgresDatabase
+    except ImportError as exc:
+        raise ConfigError("the PostgreSQL backend needs psycopg",
+                          hint="pip install 'memstrata[postgres]'") from exc
+    return PostgresDatabase.from_url(url, **options)
+
+
+register_engine("sqlite", _sqlite)
+register_engine("postgresql", _postgres)
+register_engine("postgres", _postgres)
+
+
+__all__ = ["EngineFactory", "default_home", "engine_schemes", "open_database", "register_engine",
+           "resolve_url"]

@@ -1,0 +1,40 @@
+"""Small SQL helpers shared by the layers and the engines.
+
+``IN (...)`` lists are built from :func:`chunks` of at most :data:`CHUNK` ids (under
+SQLite's default limit of host parameters, and short enough for PostgreSQL's planner),
+with :func:`marks` placeholders; ids are always parameters, never interpolated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+CHUNK = 500
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    """Consecutive slices of ``items`` of at most ``size`` (none for an empty sequence)."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def marks(items: Sequence[Any]) -> str:
+    """``?, ?, ?`` for ``items``."""
+    return ", ".join("?" * len(items))
+
+
+def contains_sql(column: str) -> str:
+    """Portable case-insensitive substring test with one parameter (see :func:`like_param`)."""
+    return f"lower({column}) LIKE ? ESCAPE '\\'"
+
+
+def like_param(match: str) -> str:
+    """The LIKE pattern for :func:`contains_sql`: ``match`` with its wildcards escaped."""
+    escaped = match.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+__all__ = ["CHUNK", "chunks", "contains_sql", "like_param", "marks"]
