@@ -79,8 +79,8 @@ def test_conflict_candidates_stay_in_the_exact_scope_and_skip_the_own_slot(
     fact(mem, "Alice prefers async standup updates.", "standup_format",
          scope=Scope(user="alice", project="docs-site"))
     fact(mem, "Alice writes release notes in British English.", "release_notes_language")
-    found = conflict_candidates(mem.facts, cand("Alice's team is back to live standups this quarter.",
-                                          "standup_time"))
+    found = conflict_candidates(
+        mem.facts, cand("Alice's team is back to live standups this quarter.", "standup_time"))
     assert [(s.fact.id, s.how) for s in found] == [(old.id, "terms")]
     assert own.id not in {s.fact.id for s in found}
     slot_variant = conflict_candidates(mem.facts, cand("Alice is on Mondays.", "Standup-Formats"))
@@ -92,7 +92,8 @@ def test_resolve_routes_a_supersession_into_the_existing_slot(
         mem: Memory, clock: ManualClock) -> None:
     old = fact(mem, "Alice prefers async standup updates.", "standup_format")
     clock.advance(days=30)
-    res = resolve(mem.facts, cand("Alice is back to live standups.", "Standup formats"), SlotJudge())
+    res = resolve(mem.facts, cand("Alice is back to live standups.", "Standup formats"),
+                  SlotJudge())
     assert res.action == "supersede" and res.target is not None and res.target.id == old.id
     assert (res.candidate.subject, res.candidate.attribute) == ("alice", "standup_format")
     written = mem.facts.propose_candidate(res.candidate)

@@ -190,7 +190,8 @@ class Episodes:
 
     # -- writes -------------------------------------------------------------
     def append(self, scope: Scope | dict[str, Any], *, text: str, actor: str | None = None,
-               source: str | None = None, event: str = "note", observed_at: datetime | str | None = None,
+               source: str | None = None, event: str = "note",
+               observed_at: datetime | str | None = None,
                evidence: str | None = None, outcome: str | None = None,
                confidence: float = 1.0, expires_at: datetime | str | None = None,
                supersedes: str | None = None,
