@@ -1,14 +1,22 @@
-"""Shared fixtures: real SQLite files in a temp dir, a movable clock, real servers."""
+"""Shared fixtures: a movable clock, real SQLite files in a temp dir, real servers.
+
+The conformance fixtures (``mem``, ``vmem``, ``store``, ``store_url``, the ``--backend``
+option) are in ``backends.py``; the servers (PostgreSQL + pgvector, Redis) in
+``services.py``. Layout: ``conformance/`` holds the behavioural tests that run on every
+backend; ``engines/`` what only one engine has (SQLite files, PostgreSQL roles and plans,
+Redis keys, the schema parity of the two); ``harness/`` tests of the test servers
+themselves (marker ``harness``); the files here are unit tests of pure modules, the CLI,
+the docs and the package's shape. Slow tests (crash loops, many processes) carry the
+``slow`` marker: ``pytest -m "not slow"`` leaves them out.
+"""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from memstrata import ManualClock, Memory, Scope
+from memstrata import ManualClock, Scope
 
 pytest_plugins = ["services", "backends"]
 
@@ -22,28 +30,8 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
+    """The SQLite file of the ``sqlite`` backend (a test asking for it runs on SQLite only)."""
     return tmp_path / "memory.db"
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # The conformance suite: every test on `mem` runs on each backend (see backends.py),
-    # except those that read the SQLite file itself (`db_path`).
-    if "backend" in metafunc.fixturenames:
-        from backends import backend_params  # a plugin: imported by pytest first
-
-        metafunc.parametrize("backend", backend_params(
-            raw_sqlite="db_path" in metafunc.fixturenames))
-
-
-@pytest.fixture
-def mem(request: pytest.FixtureRequest, backend: str, tmp_path: Path,
-        clock: ManualClock) -> Iterator[Memory]:
-    """A store on ``backend``; on SQLite it is the file at ``db_path``."""
-    from backends import open_memory
-
-    m = open_memory(request, backend, tmp_path, clock)
-    yield m
-    m.close()
 
 
 @pytest.fixture
@@ -52,12 +40,7 @@ def alice() -> Scope:
 
 
 def row_counts(path: Path) -> dict[str, int]:
-    """Rows per table, read with a separate raw connection."""
-    conn = sqlite3.connect(path)
-    try:
-        tables = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "AND name NOT LIKE '%_fts_%'")]
-        return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
-    finally:
-        conn.close()
+    """Rows per table of a SQLite file, read with a separate raw connection."""
+    from backends import sqlite_row_counts  # a plugin: pytest imports it first
+
+    return sqlite_row_counts(path)

@@ -14,6 +14,7 @@ Only the names in ``__all__`` are public; submodules are the implementation and 
 """
 
 from .clock import Clock, ManualClock, SystemClock
+from .config import Config
 from .errors import (
     AccessDenied,
     ActivationRefused,
@@ -26,9 +27,15 @@ from .errors import (
     ProviderError,
     ValidationError,
 )
-from .governance.policy import PolicyConfig, WritePolicy
-from .layers.scratch import ScratchRead
-from .memory import Memory, Run
+from .governance.policy import Candidate, PolicyConfig, WritePolicy
+from .layers.checkpoints import Checkpoints
+from .layers.episodes import EpisodeInput, Episodes
+from .layers.facts import Facts
+from .layers.ledger import Ledger
+from .layers.procedures import ProcedureEvent, Procedures
+from .layers.review import Review
+from .layers.scratch import Scratch, ScratchRead
+from .memory import Memory, Run, RunCheckpoint, RunLedger
 from .models import (
     Checkpoint,
     Context,
@@ -54,8 +61,12 @@ _LAZY = {
     "LLMJudge": "extraction.judges",
     "LLMProposer": "extraction.proposers",
     "OpenAICompatibleClient": "providers.llm",
+    "CaseReport": "layers.procedure_model",
     "Procedure": "layers.procedure_model",
+    "ProcedureDiff": "layers.procedure_model",
     "ProcedureState": "layers.procedure_model",
+    "Proposer": "extraction.proposers",
+    "StepDecision": "layers.procedure_model",
     "SlotJudge": "extraction.judges",
     "ToolDispatcher": "interfaces.tools",
     "anthropic_tools": "interfaces.tools",
@@ -88,19 +99,27 @@ __all__ = [
     "ActivationRefused",
     "AnthropicClient",
     "BackendError",
+    "Candidate",
+    "CaseReport",
     "Checkpoint",
+    "Checkpoints",
     "Clock",
+    "Config",
     "ConfigError",
     "Conflict",
     "Context",
     "Episode",
+    "EpisodeInput",
+    "Episodes",
     "ExplicitProposer",
     "ExtractionReport",
     "Fact",
+    "Facts",
     "ForgetReport",
     "Hit",
     "LLMJudge",
     "LLMProposer",
+    "Ledger",
     "ManifestEntry",
     "ManualClock",
     "Memory",
@@ -111,14 +130,23 @@ __all__ = [
     "PolicyConfig",
     "PolicyRejected",
     "Procedure",
+    "ProcedureDiff",
+    "ProcedureEvent",
     "ProcedureState",
+    "Procedures",
+    "Proposer",
     "Provenance",
     "ProviderError",
     "Recall",
+    "Review",
     "Run",
+    "RunCheckpoint",
+    "RunLedger",
     "Scope",
+    "Scratch",
     "ScratchRead",
     "SlotJudge",
+    "StepDecision",
     "SystemClock",
     "ToolDispatcher",
     "Transcript",

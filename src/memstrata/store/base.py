@@ -12,7 +12,7 @@ Contract of a :class:`Database`:
   allows the deletes that the schema's append-only guards otherwise refuse (forget and
   retention only). Every statement of the layers names its tenant in SQL; an engine with
   row-level security (PostgreSQL) also confines the transaction to it.
-- SQL is written with ``?`` placeholders and portable syntax (``DELETE FROM t AS r``,
+- SQL is written with ``?`` placeholders and portable syntax (a table alias on delete,
   ``ON CONFLICT``); rows come back as dicts; driver errors come back as memstrata's
   :class:`~memstrata.errors.BackendError` / :class:`~memstrata.errors.Conflict`.
 - ``text_search`` ranks rows of ``episodes`` or ``facts`` by a BM25-like relevance

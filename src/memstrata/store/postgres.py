@@ -21,7 +21,9 @@ Contract:
   sequences of the layers (supersede a slot, next checkpoint version, feedback counts,
   ledger resume) are therefore serialised per tenant exactly as SQLite's ``BEGIN
   IMMEDIATE`` serialises them per file, while appends from many writers do not wait on
-  each other. Reads of ``episodes`` alone never lock: episode rows are immutable. Every
+  each other. A process's first write of a tenant records the tenant in ``tenants`` as the
+  transaction's first statement (before any lock), so a refused write leaves no trace.
+  Reads of ``episodes`` alone never lock: episode rows are immutable. Every
   lock is taken after a transaction's inserts of fresh keys, and locked transactions
   insert no key an unlocked one could hold, so the scheme admits no lock cycle.
 - Errors: schema refusals (unique, check, trigger) become :class:`Conflict`; a
@@ -278,8 +280,7 @@ class PostgresDatabase:
                 outer.tx.discard_pending()
                 raise
             return
-        if write or maintenance:
-            self._register_tenant(tenant)
+        register = (write or maintenance) and tenant not in self._registered
         with _translated(), self._pool.connection() as conn:
             tx = PgTx(conn, tenant, writable=write or maintenance, maintenance=maintenance)
             self._local.open = _Open(tx)
@@ -291,6 +292,11 @@ class PostgresDatabase:
                 ).format(pg_sql.Literal(TENANT_SETTING), pg_sql.Literal(tenant),
                          pg_sql.Literal(MAINTENANCE_SETTING),
                          pg_sql.Literal("on" if maintenance else "off")))
+                if register:
+                    # the tenant's first write in this process records it, in the same
+                    # transaction (a refused write leaves no trace), before any lock
+                    conn.execute("INSERT INTO tenants (tenant) VALUES (%s) "
+                                 "ON CONFLICT DO NOTHING", (tenant,))
                 try:
                     yield tx
                     tx.flush()
@@ -299,6 +305,9 @@ class PostgresDatabase:
                         conn.rollback()
                     raise
                 conn.commit()
+                if register:
+                    with self._registered_lock:
+                        self._registered.add(tenant)
             finally:
                 self._local.open = None
 
@@ -325,18 +334,6 @@ class PostgresDatabase:
                     raise
                 time.sleep(min(0.5, 0.01 * 2 ** attempt) * random.uniform(0.5, 1.5))
         raise AssertionError("unreachable")
-
-    def _register_tenant(self, tenant: str) -> None:
-        """Record the tenant once per process, in its own short transaction, before any
-        row of it is written (the schema's insert triggers then find it registered)."""
-        if tenant in self._registered:
-            return
-        with _translated(), self._pool.connection() as conn, conn.transaction():
-            conn.execute("SELECT set_config(%s, %s, true)", (TENANT_SETTING, tenant))
-            conn.execute("INSERT INTO tenants (tenant) VALUES (%s) ON CONFLICT DO NOTHING",
-                         (tenant,))
-        with self._registered_lock:
-            self._registered.add(tenant)
 
     def tenants(self) -> list[str]:
         """Every tenant that has (or had) rows, sorted."""

@@ -232,7 +232,7 @@ def test_the_agent_loop_example_wires_memory_in_and_out(mem: Memory, alice: Scop
 
     from llm_server import LLMTestServer, Reply, openai_body
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"
     spec = importlib.util.spec_from_file_location("agent_loop", path)
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)

@@ -7,8 +7,8 @@ Anthropic clients.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conftest import row_counts
+from backends import StoreProbe
 from llm_server import LLMTestServer
 from memstrata import ManualClock, Memory, ProviderError, Scope, ValidationError
 from memstrata.cli import cli
@@ -99,8 +99,8 @@ def anthropic(server: LLMTestServer) -> AnthropicClient:
                            max_retries=0)
 
 
-def facts_rows(db_path: Path) -> int:
-    return row_counts(db_path)["facts"]
+def facts_rows(store: StoreProbe) -> int:
+    return store.counts()["facts"]
 
 
 # ------------------------------------------------------------- the standing example
@@ -189,7 +189,7 @@ def test_standing_example_new_slot_is_judged_by_the_llm_over_anthropic_http(
 
 def test_undo_supersede_restores_the_previous_fact(
         mem: Memory, alice: Scope, clock: ManualClock, server: LLMTestServer,
-        db_path: Path) -> None:
+        store_url: str) -> None:
     server.queue_recording("extraction_vllm_august")
     server.queue_recording("extraction_vllm_september_same_slot")
     mem.extract(alice, AUGUST, LLMProposer(openai(server)))
@@ -200,7 +200,7 @@ def test_undo_supersede_restores_the_previous_fact(
 
     result = CliRunner().invoke(cli, ["facts", "undo-supersede", new_ref, "--reason",
                                       "the live standups were a one-week trial",
-                                      "--url", f"sqlite:///{db_path}", "--user", "alice",
+                                      "--url", store_url, "--user", "alice",
                                       "--project", "docs-site", "--json"])
     assert result.exit_code == 0, result.output
     restored = json.loads(result.stdout)
@@ -251,64 +251,64 @@ def test_undo_supersede_refuses_when_the_chain_moved_on(mem: Memory, alice: Scop
      "its evidence quote does not occur in turn 3"),
 ])
 def test_bad_openai_compatible_output_is_a_clear_error_and_writes_nothing(
-        mem: Memory, alice: Scope, server: LLMTestServer, db_path: Path, recording: str,
+        mem: Memory, alice: Scope, server: LLMTestServer, store: StoreProbe, recording: str,
         error: type[Exception], message: str) -> None:
-    before = row_counts(db_path)
+    before = store.counts()
     server.queue_recording(recording)
     with pytest.raises(error, match=message) as info:
         mem.extract(alice, AUGUST, LLMProposer(openai(server)), task="weekly-report")
     assert isinstance(info.value, ProviderError | ValidationError)
-    assert row_counts(db_path) == before
+    assert store.counts() == before
     assert mem.checkpoints.current(alice, "weekly-report") is None
 
 
 def test_a_claim_the_turn_does_not_support_refuses_the_whole_batch(
-        mem: Memory, alice: Scope, server: LLMTestServer, db_path: Path) -> None:
+        mem: Memory, alice: Scope, server: LLMTestServer, store: StoreProbe) -> None:
     server.queue_recording("extraction_anthropic_unsupported_claim")
     with pytest.raises(ValidationError) as info:
         mem.extract(alice, AUGUST, LLMProposer(anthropic(server)))
     msg = str(info.value)
     assert "nothing was written" in msg and "1 of 2 proposals" in msg
     assert "head of engineering at Initech" in msg and "not supported by turn 3" in msg
-    assert facts_rows(db_path) == 0  # the good candidate was not written either
+    assert facts_rows(store) == 0  # the good candidate was not written either
     # lenient mode reports the bad one and writes the good one
     server.queue_recording("extraction_anthropic_unsupported_claim")
     report = mem.extract(alice, AUGUST, LLMProposer(anthropic(server)), strict=False)
     assert [i.status for i in report.items] == ["committed", "rejected"]
     assert report.rejected[0].reason.startswith("invalid: ")
-    assert facts_rows(db_path) == 1
+    assert facts_rows(store) == 1
 
 
 def test_provider_http_error_writes_nothing(
-        mem: Memory, alice: Scope, server: LLMTestServer, db_path: Path) -> None:
+        mem: Memory, alice: Scope, server: LLMTestServer, store: StoreProbe) -> None:
     server.queue_recording("openai_error_invalid_key")
     with pytest.raises(ProviderError, match="HTTP 401"):
         mem.extract(alice, AUGUST, LLMProposer(openai(server)))
-    assert facts_rows(db_path) == 0
+    assert facts_rows(store) == 0
 
 
 def test_judge_failure_happens_before_any_write(
-        mem: Memory, alice: Scope, server: LLMTestServer, db_path: Path) -> None:
+        mem: Memory, alice: Scope, server: LLMTestServer, store: StoreProbe) -> None:
     mem.facts.propose(ALICE_USER, claim="Alice prefers async standup updates.",
                       kind="preference", subject="alice", attribute="standup_format",
                       actor="user", source="chat:2026-08-03")
     server.queue_recording("extraction_anthropic_september_new_slot")
     server.queue_recording("anthropic_error_invalid_key")  # the judge call fails
-    before = row_counts(db_path)
+    before = store.counts()
     with pytest.raises(ProviderError, match="HTTP 401"):
         mem.extract(alice, SEPTEMBER, LLMProposer(anthropic(server)))
-    assert row_counts(db_path) == before
+    assert store.counts() == before
 
 
 # ------------------------------------------------------------------ other outcomes
 
 
 def test_a_task_only_session_produces_nothing(
-        mem: Memory, alice: Scope, server: LLMTestServer, db_path: Path) -> None:
+        mem: Memory, alice: Scope, server: LLMTestServer, store: StoreProbe) -> None:
     server.queue_recording("extraction_vllm_nothing")
     report = mem.extract(alice, SEPTEMBER[:3], LLMProposer(openai(server)))
     assert report.items == [] and report.written == 0 and report.ok
-    assert facts_rows(db_path) == 0
+    assert facts_rows(store) == 0
 
 
 def test_secrets_are_not_sent_to_the_model_and_empty_sessions_not_at_all(
@@ -375,7 +375,7 @@ def test_a_fact_read_in_a_tool_result_is_actor_tool_and_waits(
 
 
 def test_explicit_statements_remember_and_forget(
-        mem: Memory, alice: Scope, clock: ManualClock, db_path: Path) -> None:
+        mem: Memory, alice: Scope, clock: ManualClock, store: StoreProbe) -> None:
     bob = Scope(user="bob", project="docs-site")
     mem.facts.propose(bob, claim="Bob prefers async standup updates", kind="preference",
                       subject="bob", attribute="standup_format", actor="user", source="chat:b")
@@ -408,8 +408,7 @@ def test_explicit_statements_remember_and_forget(
     assert item.removed == {"facts": 1}  # no embedder here: no vector to remove
     assert [f.claim for f in mem.facts.list(alice)] == [second.claim]
     assert [f.claim for f in mem.facts.current(bob)] == ["Bob prefers async standup updates"]
-    raw = db_path.read_bytes()
-    assert b"I prefer async standup updates" not in raw
+    assert not store.contains("I prefer async standup updates")
     nothing = mem.extract(alice, [{"role": "user", "content": "forget that I use emacs"}])
     assert [i.status for i in nothing.items] == ["rejected"]
     assert "nothing was forgotten" in nothing.rejected[0].reason
@@ -465,7 +464,7 @@ def test_agent_propose_memory_calls_are_actor_agent_and_wait(
 
 
 def test_malformed_propose_memory_arguments_write_nothing(
-        mem: Memory, alice: Scope, db_path: Path) -> None:
+        mem: Memory, alice: Scope, store: StoreProbe) -> None:
     transcript = [
         {"role": "user", "content": "Remember that I prefer async standup updates."},
         {"role": "assistant", "content": None, "tool_calls": [
@@ -479,7 +478,7 @@ def test_malformed_propose_memory_arguments_write_nothing(
             "claim": "x", "kind": "habit", "subject": "a", "attribute": "b", "source": "s"}}}]}]
     with pytest.raises(ValidationError, match="kind"):
         mem.extract(alice, bad_kind)
-    assert facts_rows(db_path) == 0
+    assert facts_rows(store) == 0
 
 
 def test_summaries_and_system_prompts_cannot_be_cited(mem: Memory, alice: Scope) -> None:
@@ -566,9 +565,8 @@ def test_judge_can_be_chosen_independently_of_the_proposer(
 
 
 def test_paraphrase_is_a_duplicate_by_cosine_with_the_minilm_embedder(
-        db_path: Path, clock: ManualClock, alice: Scope) -> None:
-    pytest.importorskip("onnxruntime")
-    with Memory.open(f"sqlite:///{db_path}", clock=clock, embedder="minilm") as mem:
+        vmem: Memory, clock: ManualClock, alice: Scope) -> None:
+    with contextlib.nullcontext(vmem) as mem:
         first = mem.facts.propose(ALICE_USER, claim="Alice prefers async standup updates.",
                                   kind="preference", subject="alice",
                                   attribute="standup_format", actor="user", source="chat:1")
@@ -598,9 +596,8 @@ def test_paraphrase_is_a_duplicate_by_cosine_with_the_minilm_embedder(
 
 
 def test_a_negated_restatement_supersedes_rather_than_deduplicates(
-        db_path: Path, clock: ManualClock, alice: Scope) -> None:
-    pytest.importorskip("onnxruntime")
-    with Memory.open(f"sqlite:///{db_path}", clock=clock, embedder="minilm") as mem:
+        vmem: Memory, clock: ManualClock, alice: Scope) -> None:
+    with contextlib.nullcontext(vmem) as mem:
         mem.facts.propose(ALICE_USER, claim="Alice prefers async standup updates.",
                           kind="preference", subject="alice", attribute="standup_format",
                           actor="user", source="chat:1")
@@ -615,8 +612,9 @@ def test_a_negated_restatement_supersedes_rather_than_deduplicates(
 
 
 def test_cli_extract_explicit_and_llm(
-        db_path: Path, tmp_path: Path, server: LLMTestServer) -> None:
-    url = f"sqlite:///{db_path}"
+        store_url: str, store: StoreProbe, tmp_path: Path,
+        server: LLMTestServer) -> None:
+    url = store_url
     transcript = tmp_path / "session.json"
     transcript.write_text(json.dumps({"messages": AUGUST}))
     runner = CliRunner()
@@ -640,8 +638,4 @@ def test_cli_extract_explicit_and_llm(
     broken.write_text("[{\"role\": ")
     res = runner.invoke(cli, ["extract", str(broken), *scope])
     assert res.exit_code == 1 and "is not JSON" in res.output
-    conn = sqlite3.connect(db_path)
-    try:
-        assert conn.execute("SELECT count(*) FROM facts").fetchone()[0] == 1
-    finally:
-        conn.close()
+    assert store.counts()["facts"] == 1

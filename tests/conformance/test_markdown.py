@@ -20,7 +20,7 @@ from memstrata.interfaces.markdown import (
 from memstrata.interfaces.memory_files import export_markdown, import_markdown
 from memstrata.interfaces.migrate import migrate_memory_file, migrate_text
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 ALICE = Scope(user="alice", project="docs-site")
 TOKEN = "ghp_Zq8x4LmN2vB7cR1tY6uI0oP3aS5dF9gH2jK4"
 

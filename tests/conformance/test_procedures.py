@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -249,7 +248,7 @@ def test_only_a_person_activates_or_rolls_back(mem: Memory) -> None:
         mem.procedures.rollback("deploy", by="agent")
 
 
-def test_exactly_one_active_version_enforced_by_the_schema(mem: Memory, db_path: Path) -> None:
+def test_exactly_one_active_version_enforced_by_the_schema(mem: Memory) -> None:
     for owner in ("alice", "bob", "carol"):
         mem.procedures.propose(proc(owner=owner))
     mem.procedures.activate("deploy", 1, activated_by="alice")
@@ -258,10 +257,9 @@ def test_exactly_one_active_version_enforced_by_the_schema(mem: Memory, db_path:
     assert statuses == {1: "inactive", 2: "proposed", 3: "active"}
     # activating the active version again is a no-op
     assert mem.procedures.activate("deploy", 3, activated_by="bob").activated_by == "alice"
-    conn = sqlite3.connect(db_path)
-    with pytest.raises(sqlite3.IntegrityError):
-        conn.execute("UPDATE procedures SET status = 'active' WHERE version = 2")
-    conn.close()
+    with pytest.raises(Conflict), mem.db.transaction("default") as tx:
+        tx.execute("UPDATE procedures SET status = 'active' WHERE tenant = 'default' AND "
+                   "version = 2")
 
 
 def test_rollback_is_undo_of_activations(mem: Memory, clock: ManualClock) -> None:
@@ -323,11 +321,11 @@ def test_scopes_most_specific_active_version_wins(mem: Memory) -> None:
     assert [p.scope for p in mem.procedures.list(scope=docs)] == [docs]
 
 
-def test_state_survives_a_restart(db_path: Path, clock: ManualClock) -> None:
-    with Memory.open(f"sqlite:///{db_path}", clock=clock, embedder=None) as m:
+def test_state_survives_a_restart(store_url: str, clock: ManualClock) -> None:
+    with Memory.open(store_url, clock=clock, embedder=None) as m:
         m.procedures.propose(proc())
-        m.procedures.activate("deploy", 1, activated_by="alice")
-    with Memory.open(f"sqlite:///{db_path}", clock=clock, embedder=None) as m:
+        m.procedures.activate("deploy", 1, by="alice")
+    with Memory.open(store_url, clock=clock, embedder=None) as m:
         active = m.procedures.active("deploy")
         assert active is not None and active.version == 1 and active == m.procedures.get(
             "deploy", 1)

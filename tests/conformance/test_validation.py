@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import row_counts
+from backends import StoreProbe
 from memstrata import Memory, Scope, ValidationError
 
 GOOD: dict[str, Any] = dict(claim="Prefers tabs", kind="preference", subject="alice",
@@ -34,25 +33,26 @@ GOOD: dict[str, Any] = dict(claim="Prefers tabs", kind="preference", subject="al
     {"readers": "alice"},
     {"readers": []},
 ])
-def test_bad_fact_input(mem: Memory, db_path: Path, alice: Scope, change: dict[str, Any]) -> None:
+def test_bad_fact_input(mem: Memory, store: StoreProbe, alice: Scope,
+                        change: dict[str, Any]) -> None:
     mem.facts.propose(alice, **GOOD)
-    before = row_counts(db_path)
+    before = store.counts()
     with pytest.raises(ValidationError):
         mem.facts.propose(alice, **{**GOOD, "attribute": "other", **change})
-    assert row_counts(db_path) == before
+    assert store.counts() == before
 
 
 @pytest.mark.parametrize("scope", [
     {"user": ""}, {"user": "al ice"}, {"tenant": None}, {"project": "x" * 200},
     {"user": "a\x00b"}, {"colour": "blue"}, "alice",
 ])
-def test_invalid_scope(mem: Memory, db_path: Path, scope: Any) -> None:
-    before = row_counts(db_path)
+def test_invalid_scope(mem: Memory, store: StoreProbe, scope: Any) -> None:
+    before = store.counts()
     with pytest.raises(ValidationError):
         mem.facts.propose(scope, **GOOD)
     with pytest.raises(ValidationError):
         mem.episodes.append(scope, text="x", source="s", actor="user")
-    assert row_counts(db_path) == before
+    assert store.counts() == before
 
 
 @pytest.mark.parametrize("change", [
@@ -60,26 +60,26 @@ def test_invalid_scope(mem: Memory, db_path: Path, scope: Any) -> None:
     {"actor": "robot"}, {"confidence": 2}, {"observed_at": "yesterday"},
     {"supersedes": "01ZZZZZZZZZZZZZZZZZZZZZZZZ"}, {"text": ["a", "list"]},
 ])
-def test_bad_episode_input(mem: Memory, db_path: Path, alice: Scope,
+def test_bad_episode_input(mem: Memory, store: StoreProbe, alice: Scope,
                            change: dict[str, Any]) -> None:
-    before = row_counts(db_path)
+    before = store.counts()
     with pytest.raises(ValidationError):
         mem.episodes.append(alice, **{"text": "ok", "source": "s", "actor": "user", **change})
-    assert row_counts(db_path) == before
+    assert store.counts() == before
 
 
-def test_a_bad_item_in_a_batch_writes_nothing(mem: Memory, db_path: Path, alice: Scope) -> None:
-    before = row_counts(db_path)
+def test_a_bad_item_in_a_batch_writes_nothing(mem: Memory, store: StoreProbe, alice: Scope) -> None:
+    before = store.counts()
     with pytest.raises(ValidationError):
         mem.episodes.append_many([
             {"scope": alice, "text": "fine", "source": "s", "actor": "user"},
             {"scope": alice, "text": "", "source": "s", "actor": "user"},
         ])
-    assert row_counts(db_path) == before
+    assert store.counts() == before
 
 
-def test_bad_checkpoint_ledger_scratch_input(mem: Memory, db_path: Path, alice: Scope) -> None:
-    before = row_counts(db_path)
+def test_bad_checkpoint_ledger_scratch_input(mem: Memory, store: StoreProbe, alice: Scope) -> None:
+    before = store.counts()
     with pytest.raises(ValidationError):
         mem.checkpoints.save(alice, "t", objective="ok", completed="not a list")
     with pytest.raises(ValidationError):
@@ -96,7 +96,7 @@ def test_bad_checkpoint_ledger_scratch_input(mem: Memory, db_path: Path, alice: 
         with pytest.raises(ValidationError):
             run.scratch.write("k", object())
     # the run itself is recorded (runs, and its tenant in the registry); nothing else
-    assert {k: v for k, v in row_counts(db_path).items() if k not in ("runs", "tenants")} == {
+    assert {k: v for k, v in store.counts().items() if k not in ("runs", "tenants")} == {
         k: v for k, v in before.items() if k not in ("runs", "tenants")}
 
 

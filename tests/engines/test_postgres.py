@@ -590,43 +590,6 @@ def test_any_insert_registers_its_tenant(pg: AppDatabase) -> None:
         assert db.tenants() == ["acme", "initech"]
 
 
-# The behaviour tests of the retrieval gate (tests/test_retrieval.py, real MiniLM) run here
-# unchanged against PostgreSQL; the ones that read the SQLite file or test the SQLite
-# index have PostgreSQL counterparts above (forget, model change, HNSW vs exact).
-RETRIEVAL_CASES = (
-    "test_foreign_record_that_matches_perfectly_never_appears",
-    "test_restricted_readers_filtered_before_ranking",
-    "test_superseded_fact_ranks_below_its_replacement",
-    "test_unrelated_query_returns_empty",
-    "test_side_effect_decisions_flag_verification",
-    "test_date_anchored_question_prefers_the_named_period",
-    "test_a_reply_is_found_through_its_thread_context",
-    "test_a_named_subject_ranks_their_episodes_first",
-)
-
-
-@pytest.fixture(scope="module")
-def minilm() -> Any:
-    from memstrata.providers.embeddings import get_embedder
-
-    emb = get_embedder("minilm")
-    emb.embed(["warm up"])
-    return emb
-
-
-@pytest.mark.parametrize("case", RETRIEVAL_CASES)
-def test_retrieval_behaviour_on_postgres(case: str, pg: AppDatabase, clock: ManualClock,
-                                         minilm: Any) -> None:
-    import inspect
-
-    import test_retrieval
-
-    test = getattr(test_retrieval, case)
-    with Memory.open(pg.app_url, clock=clock, embedder=minilm) as vmem:
-        available = {"vmem": vmem, "clock": clock}
-        test(**{name: available[name] for name in inspect.signature(test).parameters})
-
-
 def test_a_large_index_leaves_out_very_common_words(pg: AppDatabase,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from memstrata.store import postgres

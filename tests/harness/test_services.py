@@ -38,6 +38,10 @@ from services import (
     start_redis,
 )
 
+#: Tests of PostgreSQL, pgvector and Redis themselves and of the test servers, not of
+#: memstrata: ``pytest -m "not harness"`` leaves them out.
+pytestmark = pytest.mark.harness
+
 # ---------------------------------------------------------------- PostgreSQL
 
 
@@ -346,7 +350,7 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux")
 def test_servers_die_with_a_killed_test_process() -> None:
-    here = str(Path(__file__).parent)
+    here = str(Path(__file__).parents[1])  # services.py
     paths = [here, *sys.path]
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD.format(paths=paths)],

@@ -12,7 +12,7 @@ import yaml
 
 from memstrata import ManualClock, Memory, Scope
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SECRETS: list[dict[str, Any]] = yaml.safe_load(
     (DATA / "secrets_corpus.yaml").read_text(encoding="utf-8"))["secrets"]
 INJECTIONS: list[dict[str, Any]] = yaml.safe_load(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -61,8 +60,8 @@ def test_checkpoint_overwrites_fields_and_keeps_versions(mem: Memory, alice: Sco
     assert mem.checkpoints.current(Scope(user="bob", project="docs-site"), "release-v17") is None
 
 
-def test_fresh_process_resumes_checkpoint_and_ledger(db_path: Path, alice: Scope) -> None:
-    mem = Memory.open(f"sqlite:///{db_path}", embedder=None)
+def test_fresh_process_resumes_checkpoint_and_ledger(store_url: str, alice: Scope) -> None:
+    mem = Memory.open(store_url, embedder=None)
     with mem.run(alice, task="release-v17") as run:
         run.checkpoint.save(objective="Ship", next_action="publish notes")
         op = run.ledger.begin("publish:release-notes:v17", intent="POST notes to CMS")
@@ -70,7 +69,7 @@ def test_fresh_process_resumes_checkpoint_and_ledger(db_path: Path, alice: Scope
     mem.close()
     code = textwrap.dedent(f"""
         from memstrata import Memory, Scope
-        mem = Memory.open("sqlite:///{db_path}", embedder=None)
+        mem = Memory.open({store_url!r}, embedder=None)
         scope = Scope(user="alice", project="docs-site")
         with mem.run(scope, task="release-v17") as run:
             cp = run.checkpoint.load()

@@ -1,0 +1,88 @@
+"""Invariants the schema enforces itself, on every backend: written around the library,
+through the engine's own transactions, and refused by the database."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends import StoreProbe
+from memstrata import Conflict, Memory, Scope, ValidationError
+
+
+def test_episodes_are_append_only(mem: Memory, alice: Scope) -> None:
+    ep = mem.episodes.append(alice, text="Deployed v1", source="ci", actor="tool")
+    for statement in ("UPDATE episodes SET text = 'tampered' WHERE tenant = ? AND id = ?",
+                      "DELETE FROM episodes WHERE tenant = ? AND id = ?"):
+        with pytest.raises(Conflict, match="append-only"), \
+                mem.db.transaction(alice.tenant) as tx:
+            tx.execute(statement, (alice.tenant, ep.id))
+    assert mem.episodes.get(ep.id).text == "Deployed v1"
+
+
+def test_one_active_fact_per_slot_and_frozen_content(mem: Memory, alice: Scope) -> None:
+    res = mem.facts.propose(alice, claim="Uses tabs", kind="preference", subject="alice",
+                            attribute="indent", actor="user", source="chat")
+    assert res.record is not None
+    with mem.db.transaction(alice.tenant, write=False) as tx:
+        row = tx.one("SELECT * FROM facts WHERE tenant = ? AND id = ?",
+                     (alice.tenant, res.record.id))
+    assert row is not None
+    copy = {**row, "id": "01ZZZZZZZZZZZZZZZZZZZZZZZZ", "claim": "Uses spaces"}
+    with pytest.raises(Conflict), mem.db.transaction(alice.tenant) as tx:
+        tx.execute(f"INSERT INTO facts ({', '.join(copy)}) VALUES "
+                   f"({', '.join('?' * len(copy))})", list(copy.values()))
+    with pytest.raises(Conflict, match="immutable"), mem.db.transaction(alice.tenant) as tx:
+        tx.execute("UPDATE facts SET claim = 'rewritten' WHERE tenant = ? AND id = ?",
+                   (alice.tenant, res.record.id))
+    with pytest.raises(Conflict, match="never deleted"), mem.db.transaction(alice.tenant) as tx:
+        tx.execute("DELETE FROM facts WHERE tenant = ?", (alice.tenant,))
+    assert [f.claim for f in mem.facts.current(alice)] == ["Uses tabs"]
+
+
+def test_checkpoint_versions_are_immutable(mem: Memory, alice: Scope) -> None:
+    mem.checkpoints.save(alice, "t", objective="first")
+    with pytest.raises(Conflict, match="immutable"), mem.db.transaction(alice.tenant) as tx:
+        tx.execute("UPDATE checkpoints SET data = '{}' WHERE tenant = ?", (alice.tenant,))
+    with pytest.raises(Conflict, match="history is kept"), \
+            mem.db.transaction(alice.tenant) as tx:
+        tx.execute("DELETE FROM checkpoints WHERE tenant = ?", (alice.tenant,))
+    cp = mem.checkpoints.current(alice, "t")
+    assert cp is not None and cp.objective == "first"
+
+
+def test_operation_keys_unique_per_scope(mem: Memory, alice: Scope, store: StoreProbe) -> None:
+    mem.ledger.begin(alice, "publish:v1", intent="publish")
+    mem.ledger.begin(Scope(user="bob"), "publish:v1", intent="publish")
+    assert store.counts()["operations"] == 2
+    with mem.db.transaction(alice.tenant, write=False) as tx:
+        row = tx.one("SELECT tenant, s_user, s_project, s_agent, scope_key, key, intent, status, "
+                     "created_at, updated_at FROM operations WHERE s_user = 'alice'")
+    assert row is not None
+    with pytest.raises(Conflict), mem.db.transaction(alice.tenant) as tx:
+        tx.execute("INSERT INTO operations (tenant, s_user, s_project, s_agent, scope_key, key, "
+                   "intent, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                   list(row.values()))
+
+
+def test_a_failed_batch_leaves_no_rows_and_no_index_rows(mem: Memory, alice: Scope,
+                                                         store: StoreProbe) -> None:
+    mem.episodes.append(alice, text="Search index stays in step", source="s", actor="user")
+    before = store.counts()
+    with pytest.raises(ValidationError):
+        mem.episodes.append_many([
+            {"scope": alice, "text": "first of batch", "source": "s", "actor": "user"},
+            {"scope": alice, "text": "second", "source": "s", "actor": "user",
+             "supersedes": "01ZZZZZZZZZZZZZZZZZZZZZZZZ"},
+        ])
+    assert store.counts() == before
+    assert not store.contains("first of batch")
+    assert mem.doctor() == []
+
+
+def test_doctor_finds_a_broken_index(mem: Memory, alice: Scope) -> None:
+    mem.episodes.append(alice, text="will lose its index row", source="s", actor="user")
+    assert mem.doctor() == []
+    with mem.db.transaction(alice.tenant) as tx:
+        tx.execute("DELETE FROM episodes_fts")
+    problems = mem.doctor()
+    assert any("missing from episodes_fts" in p for p in problems)
