@@ -434,3 +434,25 @@ def test_bad_input_is_a_validation_error() -> None:
         Transcript(keep_last=0)
     with pytest.raises(ValidationError, match="role"):
         Transcript().add(role="function", content="x")
+
+
+def test_extraction_and_the_transcript_flatten_messages_the_same_way() -> None:
+    """One flattening of message content (memstrata.tokens.content_text): an Anthropic
+    tool_result keeps its nested content in extraction as in the transcript helpers."""
+    from memstrata.extraction.session import load_transcript
+    from memstrata.tokens import content_text
+
+    contents: list[Any] = [
+        "plain text",
+        [{"type": "text", "text": "a part"}, {"type": "image", "source": {}}],
+        [{"type": "tool_result", "tool_use_id": "t1",
+          "content": [{"type": "text", "text": "Build 812 failed: stale cache"}]}],
+        [{"type": "tool_result", "tool_use_id": "t2", "content": "exit code 1"}],
+        [{"type": "tool_result", "tool_use_id": "t3",
+          "content": [{"type": "tool_result", "content": "nested result"}]}],
+    ]
+    turns = load_transcript([{"role": "user", "content": c} for c in contents])
+    for turn, content in zip(turns, contents, strict=True):
+        assert turn.content == content_text(content)
+    assert turns[2].role == "tool" and "stale cache" in turns[2].content
+    assert "nested result" in turns[4].content

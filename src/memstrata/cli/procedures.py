@@ -1,6 +1,6 @@
 """CLI: versioned procedures with eval-gated activation (``memstrata procedures ...``).
 
-One command, one library call (:mod:`memstrata.procedures`). A procedure is
+One command, one library call (:mod:`memstrata.layers.procedures`). A procedure is
 tenant-wide unless ``--user``/``--project``/``--agent`` name a narrower scope.
 ``add`` only proposes; ``activate`` (a person, ``--by``) runs the version's
 cases and refuses with the failing cases; ``rollback`` undoes the last

@@ -15,7 +15,7 @@ Order of the checks, each able to stop the write with a reported reason:
 9. expiry — a kind without an explicit rule gets its default recheck/TTL.
 
 Steps 6 (dedup) and 7 (conflict → supersede) need the store and run inside
-the facts layer's transaction (:mod:`memstrata.facts`). The policy returns a
+the facts layer's transaction (:mod:`memstrata.layers.facts`). The policy returns a
 :class:`Verdict`; it never writes and never logs the text it judged.
 """
 

@@ -1,6 +1,6 @@
 """Screening of non-fact writes (episodes, checkpoints, scratch) for secrets and injections.
 
-Durable facts go through the full write policy (:mod:`memstrata.policy`).
+Durable facts go through the full write policy (:mod:`memstrata.governance.policy`).
 Everything else an agent writes is still screened so that no write path can
 store a raw secret: secrets are redacted in place (the report names the
 detector, never the value), and text from ``tool``/``agent`` actors that reads

@@ -1,14 +1,14 @@
-"""The MCP server: memstrata's tools (:mod:`memstrata.tools`) over the official ``mcp`` SDK.
+"""The MCP server: memstrata's tools (:mod:`memstrata.interfaces.tools`) over the official ``mcp`` SDK.
 
 Contract:
-- Tools are rendered from :data:`memstrata.tools.TOOLS` one to one: same
+- Tools are rendered from :data:`memstrata.interfaces.tools.TOOLS` one to one: same
   names, same JSON schemas, same handlers. A call returns the handler's dict
   as ``structured_content`` (and as JSON text); a library error or invalid
   arguments come back as a tool error (``is_error``) carrying
   ``{"error", "hint", "type"}``, so the model can read and correct it.
 - The scope is fixed when the server is built (from ``memstrata mcp``'s
   flags or the configuration); no tool argument can change it.
-- Each client session gets its own :class:`~memstrata.tools.ToolDispatcher`,
+- Each client session gets its own :class:`~memstrata.interfaces.tools.ToolDispatcher`,
   hence its own run: scratch keys are private to the session and discarded
   when the server shuts down; ledger operations carry the run id, so a key
   begun by a session that died reads ``unknown`` to the next one.

@@ -18,7 +18,7 @@ Contract:
   date) is marked approximate with ``~``. A cited source (``(source: X)``,
   ``(via X)``, a URL) is used as is; otherwise the source is
   ``~FILE:LINE``, approximate.
-- The output is rendered by :mod:`memstrata.markdown`, so it imports and
+- The output is rendered by :mod:`memstrata.interfaces.markdown`, so it imports and
   lints like an export.
 """
 

@@ -3,7 +3,7 @@
 Contract:
 - :data:`TOOLS` is the single list of tool definitions: name, description,
   a pydantic argument model (the JSON schema is generated from it) and a
-  handler that calls the library. The MCP server (:mod:`memstrata.mcp_server`),
+  handler that calls the library. The MCP server (:mod:`memstrata.interfaces.mcp_server`),
   :func:`openai_tools` and :func:`anthropic_tools` all render this list, so the
   three never drift apart.
 - The scope is fixed by whoever builds the :class:`ToolDispatcher` (the
