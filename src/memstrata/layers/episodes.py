@@ -407,12 +407,19 @@ class Episodes:
 
     def _read_many(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Episode]:
         now = self._clock.now()
-        out: dict[str, Episode] = {}
+        rows = self.rows(tx, tenant, ids)
+        return {i: episode_from_row(rows[i], now=now) for i in ids if i in rows}
+
+    @staticmethod
+    def rows(tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Row]:
+        """Raw rows by id inside the caller's transaction (the ranker scores many candidates
+        and builds :class:`Episode` objects only for those it keeps)."""
+        out: dict[str, Row] = {}
         for chunk in chunks(list(ids)):
             for row in tx.all(f"{_SELECT} WHERE r.tenant = ? AND r.id IN ({marks(chunk)})",
                               (tenant, *chunk)):
-                out[row["id"]] = episode_from_row(row, now=now)
-        return {i: out[i] for i in ids if i in out}
+                out[row["id"]] = row
+        return out
 
     def read_many(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Episode]:
         """Episodes by id inside the caller's transaction (the caller filtered them)."""

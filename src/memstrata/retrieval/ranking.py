@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..layers.episodes import Episodes, episode_hit, excerpt
+from ..clock import from_text
+from ..layers.episodes import Episodes, episode_from_row, episode_hit, excerpt
 from ..layers.facts import Facts
 from ..layers.indexing import RecordIndex
 from ..models import Fact, Hit, Scope
@@ -170,7 +171,7 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, limit: int, qvec
         vec = dict(vectors.search(tx, scope, principal_of(scope, req.principal), qvec, limit,
                                   now=now, since=lower, until=req.until))
     ids = list(set(lex) | set(vec))
-    found = src.episodes.read_many(tx, scope.tenant, ids)
+    found = src.episodes.rows(tx, scope.tenant, ids)
     sup = src.episodes.superseded_ids(tx, scope.tenant, ids)
     q_terms = [t for t in terms(req.query) if t not in drop]
     top = max(lex.values(), default=0.0) or 1.0
@@ -178,14 +179,14 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, limit: int, qvec
     boost_subject = len(named) == 1
     scored: list[tuple[float, str]] = []
     for rid in ids:
-        ep = found.get(rid)
-        if ep is None:
+        row = found.get(rid)
+        if row is None:
             continue
         cos = vec.get(rid)
         sem = semantic(cos) if cos is not None else 0.0
         cov = 0.0
         if q_terms and (sem < MIN_EVIDENCE or vectors is None):
-            cov = coverage(q_terms, f"{ep.text} {ep.event}")
+            cov = coverage(q_terms, f"{row['text']} {row['event']}")
         if max(cov, sem) < MIN_EVIDENCE:
             continue
         lexical = lex.get(rid, 0.0) / top
@@ -193,15 +194,15 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, limit: int, qvec
             rel = W_LEXICAL * lexical + W_SEMANTIC * max(cos or 0.0, 0.0)
         else:
             rel = 0.5 * lexical + 0.5 * cov
-        observed = ep.observed_at or now
-        if boost_subject and ep.subject in named:
+        observed = from_text(row["observed_at"]) or now
+        if boost_subject and row["subject"] in named:
             rel += W_SUBJECT
         # people report an event on the day or a few days after it happened
         if period is not None and (period.contains(observed)
                                    or period.contains(observed - timedelta(days=3))):
             rel += W_PERIOD
-        score = adjust(rel / _MAX_EPISODE_REL, actor=ep.provenance.actor,
-                       specificity=ep.scope.specificity(),
+        specificity = sum(row[c] is not None for c in ("s_user", "s_project", "s_agent"))
+        score = adjust(rel / _MAX_EPISODE_REL, actor=row["actor"], specificity=specificity,
                        age_days=(now - observed).total_seconds() / 86400,
                        superseded=rid in sup)
         scored.append((score, rid))
@@ -209,7 +210,7 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, limit: int, qvec
     scored.sort(key=lambda x: -x[0])
     hits: list[Hit] = []
     for score, rid in scored[:keep]:
-        hit = episode_hit(found[rid], 0.0, rid in sup, q_terms)
+        hit = episode_hit(episode_from_row(found[rid], now=now), 0.0, rid in sup, q_terms)
         hit.score = score
         hits.append(hit)
     return hits
