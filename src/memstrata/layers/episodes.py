@@ -15,6 +15,8 @@ Contract:
   entry is ``[date] line`` with the lines of the previous :data:`CONTEXT_EPISODES` of its
   thread as lower-weighted context; its vector is made from the previous line and its own
   (:meth:`Episodes.embed_text`). The date is the stored ``observed_at``.
+- When an episode is forgotten, the neighbours that carried it as context are re-indexed
+  from what remains (:meth:`Episodes.refresh_neighbours`).
 - The read filter is :meth:`Episodes.filter_sql` (scope applies, readers, unexpired,
   dates); ``search`` is targeted (superseded entries ranked below current ones) and
   returns Hits; the log is never loaded whole.
@@ -323,6 +325,51 @@ class Episodes:
         if ids and not dry_run:
             tx.execute(f"DELETE FROM episodes AS r WHERE {where}", params)
         return ids
+
+    def threads_of(self, tx: Tx, tenant: str,
+                   ids: Sequence[str]) -> list[tuple[str, str, Any]]:
+        """(scope key, source, observed_at) of these episodes: where their neighbours are."""
+        out: list[tuple[str, str, Any]] = []
+        for chunk in chunks(list(ids)):
+            out += [(r["scope_key"], r["source"], r["observed_at"]) for r in tx.all(
+                f"SELECT scope_key, source, observed_at FROM episodes WHERE tenant = ? AND "
+                f"id IN ({marks(chunk)})", (tenant, *chunk))]
+        return out
+
+    def refresh_neighbours(self, tx: Tx, tenant: str,
+                           threads: Sequence[tuple[str, str, Any]]) -> int:
+        """Re-index the episodes that had a forgotten episode in their thread context: their
+        lexical context (and vector, with an embedder) is rebuilt from the episodes that
+        remain, so a forgotten text survives in no neighbour's index entry. Returns how many
+        entries were rebuilt."""
+        seen: set[str] = set()
+        targets: list[Row] = []
+        for scope_key, source, observed in threads:
+            for row in tx.all(
+                    f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.source = ? AND "
+                    "r.observed_at >= ? ORDER BY r.observed_at, r.id LIMIT ?",
+                    (tenant, scope_key, source, observed, CONTEXT_EPISODES)):
+                if row["id"] not in seen:
+                    seen.add(row["id"])
+                    targets.append(row)
+        if not targets:
+            return 0
+        contexts = []
+        for row in targets:
+            earlier = tx.all(
+                "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? AND "
+                "scope_key = ? AND source = ? AND (observed_at < ? OR (observed_at = ? AND "
+                "id < ?)) ORDER BY observed_at DESC, id DESC LIMIT ?",
+                (tenant, row["scope_key"], row["source"], row["observed_at"],
+                 row["observed_at"], row["id"], CONTEXT_EPISODES))
+            contexts.append([self.line(r) for r in reversed(earlier)])
+        vectors = self._index.embed([self.embed_text(ctx, self.line(row))
+                                     for row, ctx in zip(targets, contexts, strict=True)])
+        entries = [IndexEntry(row["id"], self.index_text(row, from_text(row["observed_at"])
+                                                         or self._clock.now()), " ".join(ctx))
+                   for row, ctx in zip(targets, contexts, strict=True)]
+        self._index.write(tx, "episodes", tenant, entries, vectors)
+        return len(entries)
 
     def clear_links(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
         """Clear ``supersedes`` links that point at forgotten episodes."""

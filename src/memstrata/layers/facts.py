@@ -18,6 +18,7 @@ Contract:
 - A fact's vector is the embedding of its claim (:meth:`Facts.embed_text`); its lexical
   entry is the claim plus its slot and kind. An edited claim (review) is re-indexed and
   re-embedded.
+- Forgetting a fact by id takes its whole supersession lineage with it.
 - The review queue (:mod:`memstrata.layers.review`), feedback
   (:mod:`memstrata.layers.feedback`), retention and forget change facts only through the
   methods here that take an open transaction (``activate_in``, ``reject_in``,
@@ -419,8 +420,11 @@ class Facts:
         full-text entries and vectors go by trigger. Returns the ids."""
         where, params = owned_sql(sel.scope)
         if sel.ids is not None:
-            where += f" AND r.id IN ({marks(sel.ids)})"
-            params += sel.ids
+            # a fact is forgotten with its whole supersession history (the versions share
+            # its slot and usually its text)
+            ids = self._lineage(tx, sel, sel.ids)
+            where += f" AND r.id IN ({marks(ids)})"
+            params += ids
         if sel.subject is not None:
             where += " AND r.subject = ?"
             params.append(sel.subject)
@@ -431,6 +435,22 @@ class Facts:
         if ids and not dry_run:
             tx.execute(f"DELETE FROM facts AS r WHERE {where}", params)
         return ids
+
+    def _lineage(self, tx: Tx, sel: Selector, ids: Sequence[str]) -> builtins.list[str]:
+        """``ids`` and every fact linked to them by supersession, within the owned scope."""
+        found, todo = set(ids), list(ids)
+        owned, params = owned_sql(sel.scope)
+        while todo:
+            batch, todo = todo[:500], todo[500:]
+            for row in tx.all(f"SELECT r.id AS id, r.supersedes AS s, r.superseded_by AS b FROM "
+                              f"facts r WHERE {owned} AND (r.id IN ({marks(batch)}) OR "
+                              f"r.supersedes IN ({marks(batch)}) OR r.superseded_by IN "
+                              f"({marks(batch)}))", [*params, *batch, *batch, *batch]):
+                for other in (row["id"], row["s"], row["b"]):
+                    if other and other not in found:
+                        found.add(other)
+                        todo.append(other)
+        return sorted(found)
 
     def clear_links(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
         """Clear supersession links that point at forgotten facts (no orphan history)."""

@@ -5,8 +5,10 @@ Contract:
   *owned* by the scope (:func:`memstrata.scoping.owned_sql`), matching facts (every status,
   so history rows too), episodes, checkpoint versions, ledger operations, procedures,
   runs, feedback (on the forgotten records, and notes that mention the match) and scratch
-  entries; the full-text entries and vectors go with their rows (schema triggers). Without
-  a selector it forgets everything the scope owns.
+  entries; the full-text entries and vectors go with their rows (schema triggers), and the
+  neighbours that carried a forgotten episode as thread context are re-indexed without it.
+  A fact goes with its whole supersession history. Without a selector it forgets
+  everything the scope owns.
 - Each layer deletes its own rows (``forget_rows``): this module only composes them, in
   one maintenance transaction, all or nothing. Supersession links left pointing at a
   forgotten record are cleared, so no orphan history remains.
@@ -72,8 +74,11 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         episode_ids = layers.episodes.forget_rows(tx, sel, dry_run=True)
         counts["vectors"] = db.vector_count(tx, tenant, [*fact_ids, *episode_ids])
         if not dry_run:
+            threads = layers.episodes.threads_of(tx, tenant, episode_ids)
             layers.facts.forget_rows(tx, sel, dry_run=False)
             layers.episodes.forget_rows(tx, sel, dry_run=False)
+            # the next episodes of each thread had the forgotten ones as context
+            layers.episodes.refresh_neighbours(tx, tenant, threads)
         counts["facts"], counts["episodes"] = len(fact_ids), len(episode_ids)
         counts["checkpoints"] = len(layers.checkpoints.forget_rows(tx, sel, dry_run=dry_run))
         counts["operations"] = len(layers.ledger.forget_rows(tx, sel, dry_run=dry_run))
