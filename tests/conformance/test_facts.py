@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -135,3 +136,22 @@ def test_current_is_capped_and_identity_first(mem: Memory, alice: Scope) -> None
     assert len(current) == 40
     assert current[0].tier == "identity"
     assert len(mem.facts.current(alice, limit=100)) == 46
+
+
+def test_the_users_own_statement_confirms_a_pending_agent_claim(mem: Memory) -> None:
+    scope = Scope(user="alice", project="docs-site")
+    kw: dict[str, Any] = dict(kind="preference", subject="alice", attribute="standup_format",
+                              source="chat")
+    agent = mem.facts.propose(scope, claim="Alice prefers async standups", actor="agent", **kw)
+    assert agent.status == "pending" and agent.record is not None
+    user = mem.facts.propose(scope, claim="Alice prefers async standups.", actor="user", **kw)
+    assert user.status == "committed" and user.record is not None
+    assert agent.record.id in user.reason
+    assert [f.id for f in mem.facts.current(scope)] == [user.record.id]
+    closed = mem.facts.get(agent.record.id)
+    assert closed.status == "rejected" and user.record.id in (closed.reason or "")
+    assert mem.review.pending(scope) == []
+    # another agent restatement is still a duplicate of the current fact
+    again = mem.facts.propose(scope, claim="Alice prefers async standups", actor="agent", **kw)
+    assert again.status == "duplicate" and again.record is not None
+    assert again.record.id == user.record.id

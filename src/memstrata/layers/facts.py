@@ -9,6 +9,9 @@ Contract:
   none: access follows the source). Nothing is deleted. Every outcome is a WriteResult,
   built inside the transaction (no read after the commit can fail a stored write).
 - At most one active fact per slot, enforced by a partial unique index.
+- A claim the policy lets through outright (the user's own words) that equals a pending
+  claim of the same slot (an agent's, say) becomes current; the pending record is closed
+  (``rejected``, reason naming the new fact), never left to swallow the confirmation.
 - The read filter of facts is :meth:`Facts.filter_sql` (scope applies, readers, status,
   unexpired): ``current``, the ranker, the evaluation harness and by-id reads use it.
 - By-id calls (``get``, ``history``, ``retire``, ``undo_supersede``, review, feedback)
@@ -192,6 +195,13 @@ class Facts:
             similar = self._similar(tx, cand, vector)
             active = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "active")
             dup = self._find_duplicate(tx, cand, active, similar)
+            confirmed = None
+            if dup is not None and dup["status"] == "pending_review" and \
+                    verdict.action == "store":
+                # a claim that may be stored outright (the user's own words) confirms the
+                # pending one instead of being swallowed by it: it becomes current below,
+                # and the pending record is closed with the reason
+                confirmed, dup = dup, None
             if dup is not None:
                 tx.execute("UPDATE facts SET last_confirmed_at = ? WHERE tenant = ? AND id = ?",
                            (now, cand.scope.tenant, dup["id"]))
@@ -214,12 +224,21 @@ class Facts:
                 old = self._read(tx, cand.scope.tenant, active["id"])
             fact = self._insert(tx, cand, verdict, now, status="active", fact_id=fact_id,
                                 supersedes=active["id"] if active else None, vector=vector)
+            if confirmed is not None:
+                tx.execute("UPDATE facts SET status = 'rejected', valid_to = ?, reason = ? "
+                           "WHERE tenant = ? AND id = ?",
+                           (now, f"confirmed by {cand.actor} in fact:{fact_id}; this proposal "
+                                 "is closed", cand.scope.tenant, confirmed["id"]))
         if old is not None:
             return WriteResult(status="superseding", record=fact, superseded=old,
                                reason=f"supersedes {old.ref}: a different claim for "
                                       f"{cand.subject}/{cand.attribute}",
                                detectors=list(verdict.detectors))
-        return WriteResult(status="committed", record=fact, reason=verdict.reason,
+        reason = verdict.reason
+        if confirmed is not None:
+            reason = (f"{reason}; confirms the pending fact:{confirmed['id']} (closed in its "
+                      "favour)")
+        return WriteResult(status="committed", record=fact, reason=reason,
                            detectors=list(verdict.detectors))
 
     def _supersede(self, tx: Tx, old: Row, new_id_: str, when: datetime,
