@@ -228,3 +228,27 @@ def test_no_sql_branches_on_the_engine_outside_the_store() -> None:
         text = path.read_text("utf-8")
         assert ".dialect" not in text and ".engine ==" not in text, m
         assert 'getattr(db, "' not in text and "getattr(self._db" not in text, m
+
+
+def test_an_engine_registered_by_scheme_serves_memory_open(tmp_path: Path) -> None:
+    """The built-in engines use the same registry a third party's engine would."""
+    from memstrata import Memory, Scope, register_engine
+    from memstrata.store.engines import engine_schemes
+    from memstrata.store.sqlite import SQLiteDatabase
+
+    opened: list[str] = []
+
+    def factory(url: str, **options: object) -> SQLiteDatabase:
+        opened.append(url)
+        return SQLiteDatabase(tmp_path / (url.split("://", 1)[1] + ".db"))
+
+    register_engine("mystore", factory, replace=True)
+    assert {"sqlite", "postgresql", "mystore"} <= set(engine_schemes())
+    with Memory.open("mystore://alpha", embedder=None) as mem:
+        mem.episodes.append(Scope(user="u"), text="through a registered engine",
+                            actor="user", source="s")
+        assert mem.db.capabilities.secure_delete
+        assert len(mem.episodes.search(Scope(user="u"), "registered engine")) == 1
+    assert opened == ["mystore://alpha"] and (tmp_path / "alpha.db").exists()
+    with pytest.raises(memstrata.ConfigError, match="no engine serves"):
+        Memory.open("nosuch://x", embedder=None)
