@@ -70,7 +70,7 @@ def test_migrations_need_the_owner_are_recorded_and_not_rerun(pg_database: AppDa
         Memory.open(pg_database.app_url, embedder=None)
     names = migrate(pg_database)
     assert names == ["m001_initial", "m002_guards", "m003_row_level_security",
-                     "m004_vector_indexes"]
+                     "m004_vector_indexes", "m005_private_tenant_registry"]
     assert migrate(pg_database) == names  # idempotent
     with Memory.open(pg_database.app_url, embedder=None) as mem:
         assert mem.stats()["migrations"] == names
@@ -128,9 +128,17 @@ def test_app_role_sees_only_its_tenant_even_with_raw_sql(pg: AppDatabase) -> Non
     with app(pg) as conn:  # no tenant set: nothing at all
         for table in TENANT_TABLES:
             assert conn.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table
-        # tenant names are visible to maintenance, rows are not
+        # the registry of tenant names is private too ...
+        assert conn.execute("SELECT tenant FROM tenants").fetchall() == []
+    with app(pg, "acme") as conn:
+        assert [r[0] for r in conn.execute("SELECT tenant FROM tenants")] == ["acme"]
+    with app(pg) as conn:
+        # ... but a maintenance transaction (retention, doctor, reindex) lists them all
+        conn.execute("SELECT set_config('memstrata.maintenance', 'on', true)")
         assert [r[0] for r in conn.execute("SELECT tenant FROM tenants ORDER BY 1")] == [
             "acme", "globex"]
+    with Memory.open(pg.app_url, embedder=None) as mem:
+        assert mem.db.tenants() == ["acme", "globex"]
     with app(pg, "acme") as conn:
         for table in TENANT_TABLES:
             tenants = {r[0] for r in conn.execute(f"SELECT DISTINCT tenant FROM {table}")}

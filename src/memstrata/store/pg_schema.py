@@ -16,8 +16,10 @@ Contract and invariants (enforced by the database, not only by Python):
   be used by the application role (every search would read all of the tenant's rows).
   The owner, as definer, is exempt from the non-forced policy; the application role
   reading the full-text tables directly still sees only its tenant.
-- ``tenants`` (the registry of tenant names) is readable by every role so maintenance can
-  visit each tenant; ``migrations`` is readable, never writable, by the application role.
+- ``tenants`` (the registry of tenant names): a transaction sees its own tenant's name
+  only; a maintenance transaction sees them all, so retention, doctor and reindex can
+  visit each tenant (m005). ``migrations`` is readable, never writable, by the application
+  role.
 - Episodes are append-only and checkpoint versions immutable (PL/pgSQL triggers); the
   deletes of forget and retention pass only when the transaction set
   ``memstrata.maintenance = 'on'`` (``set_config(..., true)``, so it ends with the
@@ -336,6 +338,18 @@ def m004_vector_indexes(conn: psycopg.Connection[Any], app_role: str | None) -> 
             "CREATE INDEX {name} ON vectors USING hnsw ((vec::vector({dims})) vector_ip_ops) "
             "WHERE dims = {dims} AND layer = 'episodes'"
         ).format(name=sql.Identifier(f"vectors_hnsw_{dims}"), dims=sql.Literal(dims)))
+
+
+@migration
+def m005_private_tenant_registry(conn: psycopg.Connection[Any], app_role: str | None) -> None:
+    """A transaction sees its own tenant's name only; the whole registry is visible to
+    maintenance transactions (retention, doctor, reindex), which visit every tenant."""
+    del app_role
+    conn.execute("DROP POLICY tenants_read ON tenants")
+    conn.execute(sql.SQL(
+        "CREATE POLICY tenants_read ON tenants FOR SELECT USING "
+        "(tenant = current_setting({}, true) OR memstrata_in_maintenance())"
+    ).format(sql.Literal(TENANT_SETTING)))
 
 
 def grant_app_role(conn: psycopg.Connection[Any], app_role: str) -> None:

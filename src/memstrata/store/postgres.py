@@ -336,8 +336,10 @@ class PostgresDatabase:
         raise AssertionError("unreachable")
 
     def tenants(self) -> list[str]:
-        """Every tenant that has (or had) rows, sorted."""
-        with _translated(), self._pool.connection() as conn:
+        """Every tenant that has (or had) rows, sorted. The registry is private to each
+        tenant; only a maintenance transaction (this one) lists them all."""
+        with _translated(), self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT set_config(%s, 'on', true)", (MAINTENANCE_SETTING,))
             return [r["tenant"] for r in conn.execute("SELECT tenant FROM tenants ORDER BY 1")]
 
     # -- search ---------------------------------------------------------
