@@ -338,6 +338,10 @@ class ForgetReport(_Model):
     counts: dict[str, int]
     ids: list[str] = Field(default_factory=list)
     dry_run: bool = False
+    #: Whether the files were compacted afterwards (forgotten bytes rewritten away); False
+    #: when compaction failed: the rows are gone, the engine retries on its next compaction.
+    compacted: bool = True
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def total(self) -> int:

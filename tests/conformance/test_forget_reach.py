@@ -76,3 +76,50 @@ def test_forgetting_a_fact_by_id_takes_its_history(mem: Memory, store: StoreProb
     assert other.record is not None
     assert not store.contains("quokkaberr")
     assert mem.doctor() == []
+
+
+def test_a_fault_in_the_scratch_step_leaves_all_or_reports(mem: Memory, store: StoreProbe,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstrata import BackendError
+
+    ep = mem.episodes.append(ALICE, text="the Quokkafest invoice", actor="tool", source="erp")
+    run = mem.run(ALICE)
+    run.__enter__()
+    run.scratch.write("note", "pay the Quokkafest invoice")
+
+    def broken(*args: object) -> int:
+        raise BackendError("scratch store down")
+
+    monkeypatch.setattr(mem.scratch_store, "forget", broken)
+    if mem.scratch_store.transactional:
+        # the scratch table is the database's: one transaction, so nothing was deleted
+        with pytest.raises(BackendError):
+            mem.forget(ALICE, match="quokkafest")
+        assert mem.episodes.get(ep.id).text == "the Quokkafest invoice"
+        assert run.scratch.read("note").found
+    else:
+        # another store: the records are gone and the report says what failed
+        report = mem.forget(ALICE, match="quokkafest")
+        assert report.counts["episodes"] == 1 and report.counts["scratch"] == 0
+        assert any("scratch store failed" in n for n in report.notes)
+
+
+def test_a_failed_compaction_is_reported_not_raised(mem: Memory, store: StoreProbe,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstrata import BackendError
+
+    mem.episodes.append(ALICE, text="the Quokkafest invoice", actor="tool", source="erp")
+
+    def broken() -> None:
+        raise BackendError("disk full")
+
+    monkeypatch.setattr(mem.db, "compact", broken)
+    report = mem.forget(ALICE, match="quokkafest")
+    assert report.counts["episodes"] == 1 and not report.compacted
+    assert any("compaction failed" in n for n in report.notes)
+    assert mem.episodes.search(ALICE, "quokkafest") == []
+    monkeypatch.undo()
+    # the next compaction rewrites the files: the first forgotten text is gone from them too
+    mem.episodes.append(ALICE, text="the Wombatfest invoice", actor="tool", source="erp")
+    assert mem.forget(ALICE, match="wombatfest").compacted
+    assert not store.contains("quokkafest")

@@ -14,8 +14,11 @@ Contract:
   forgotten record are cleared, so no orphan history remains.
 - Refused (AccessDenied) when the scope names neither user nor project, unless
   ``force=True``.
+- Scratch entries in the database are deleted in the same transaction; in another store
+  (Redis) right after the commit, a failure reported in ``notes``.
 - Afterwards the backend compacts (FTS optimize, WAL truncate, secure delete), so the
-  forgotten text is not in the database file's bytes.
+  forgotten text is not in the database file's bytes; a failed compaction is reported
+  (``compacted=False``) and retried by the next one, never raised over a committed forget.
 - Returns a ForgetReport with counts per layer; ``vectors`` counts the stored vectors of
   the forgotten records (measured, the same in a dry run); ``dry_run`` changes nothing.
 """
@@ -26,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AccessDenied
+from ..errors import AccessDenied, MemstrataError
 from ..inputs import bool_arg
 from ..models import ForgetReport, Scope
 from ..store.base import Database, ScratchStore
@@ -90,16 +93,30 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         if not dry_run:
             layers.facts.clear_links(tx, tenant, fact_ids)
             layers.episodes.clear_links(tx, tenant, episode_ids)
-    if sel.ids is None and sel.subject is None and not dry_run:
-        counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
-    else:
+        scratch_too = sel.ids is None and sel.subject is None and not dry_run
         counts["scratch"] = 0
+        if scratch_too and layers.scratch.transactional:
+            # the database's scratch table: inside this transaction (a nested savepoint)
+            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
+    notes: list[str] = []
+    if scratch_too and not layers.scratch.transactional:
+        try:  # another store (Redis): after the commit, and reported if it fails
+            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
+        except MemstrataError as exc:
+            notes.append(f"the records are forgotten, but the scratch store failed: {exc}; "
+                         "run the forget again")
+    compacted = True
     if not dry_run and any(counts.values()):
-        db.compact()
+        try:
+            db.compact()
+        except MemstrataError as exc:
+            compacted = False
+            notes.append(f"forgotten, but compaction failed ({exc}); the next compaction "
+                         "(a later forget, or a sweep that deletes) rewrites the files")
     order = ("facts", "episodes", "checkpoints", "operations", "procedures", "runs",
              "feedback", "scratch", "vectors")
     return ForgetReport(scope=sel.scope, counts={k: counts[k] for k in order}, ids=refs,
-                        dry_run=dry_run)
+                        dry_run=dry_run, compacted=compacted, notes=notes)
 
 
 __all__ = ["ForgetTargets", "forget"]

@@ -67,6 +67,8 @@ class SQLScratchStore:
     """Scratch entries in the main database (the embedded default)."""
 
     table = "scratch"
+    #: Entries live in the database: a forget deletes them in its own transaction.
+    transactional = True
 
     def __init__(self, db: Database) -> None:
         self._db = db

@@ -112,6 +112,10 @@ class VectorIndex(Protocol):
 class ScratchStore(Protocol):
     """Where scratch entries live (the SQL table, or Redis with native TTL)."""
 
+    #: Whether the store writes through the database's transactions (then a forget removes
+    #: scratch entries in its own transaction, all or nothing).
+    transactional: bool
+
     def put(self, scope: Scope, run_id: str, key: str, value: str, now: datetime,
             expires_at: datetime) -> None: ...
 

@@ -47,6 +47,9 @@ def _glob(value: str) -> str:
 class RedisScratchStore:
     """Scratch entries in Redis (selected by ``scratch_url=`` or ``$MEMSTRATA_SCRATCH_URL``)."""
 
+    #: Redis is not the database: a forget deletes its entries after the database commits.
+    transactional = False
+
     def __init__(self, client: redis.Redis, *, namespace: str = "ms") -> None:
         self._r = client
         self._ns = _part(namespace)
