@@ -211,3 +211,14 @@ def test_in_process_server_maps_library_errors(tmp_path: Path) -> None:
 
         asyncio.run(main())
         server.memstrata_tools.close()  # type: ignore[attr-defined]
+
+
+def test_mcp_without_its_extra_says_what_to_install(tmp_path: Path) -> None:
+    """A fresh process where the ``mcp`` package cannot be imported: exit 2 and the hint."""
+    code = ("import sys, importlib.util as u; real = u.find_spec; "
+            "u.find_spec = lambda n, *a: None if n == 'mcp' else real(n, *a); "
+            "from memstrata.cli import main; sys.argv = ['memstrata', 'mcp']; main()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"MEMSTRATA_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 2, out.stderr
+    assert "pip install 'memstrata[mcp]'" in out.stderr and "Traceback" not in out.stderr

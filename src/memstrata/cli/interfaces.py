@@ -8,6 +8,7 @@ print. Heavy modules (the MCP SDK, rich progress) load inside the commands.
 from __future__ import annotations
 
 import getpass
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,12 @@ def mcp(task: str | None, use_http: bool, port: int, actor: str) -> None:
     never from tool arguments. Register it with an MCP client, e.g.:
       {"command": "memstrata", "args": ["mcp", "--user", "alice", "--project", "docs-site"]}
     """
+    missing = [name for name in ("mcp", "anyio", *(("uvicorn",) if use_http else ()))
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        click.echo(f"memstrata mcp needs the MCP extra ({', '.join(missing)} is not "
+                   "installed).\n  install it with: pip install 'memstrata[mcp]'", err=True)
+        raise SystemExit(2)
     import anyio
 
     from ..interfaces.mcp_server import build_server, serve_http, serve_stdio
