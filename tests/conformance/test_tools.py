@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import jsonschema
 import pytest
@@ -268,3 +269,90 @@ def test_the_agent_loop_example_wires_memory_in_and_out(mem: Memory, alice: Scop
     assert cp is not None and cp.next_action == "send the draft to Alice"
     assert mem.episodes.search(alice, "drafted notes")
     assert mem.review.pending(alice) == []
+
+
+STRICT_ALLOWED = {"type", "properties", "required", "additionalProperties", "enum", "anyOf",
+                  "items", "description", "const"}
+
+
+def strict_violations(schema: Any, path: str = "$") -> list[str]:
+    """OpenAI strict-mode rules: objects list every property as required and forbid extra
+    ones; only the supported keywords appear."""
+    out: list[str] = []
+    if isinstance(schema, dict):
+        out += [f"{path}: keyword {k!r}" for k in schema if k not in STRICT_ALLOWED]
+        if schema.get("type") == "object":
+            props = schema.get("properties", {})
+            if schema.get("additionalProperties") is not False:
+                out.append(f"{path}: additionalProperties must be false")
+            if sorted(schema.get("required", [])) != sorted(props):
+                out.append(f"{path}: every property must be required")
+            for name, prop in props.items():
+                out += strict_violations(prop, f"{path}.{name}")
+        for key in ("items", "anyOf"):
+            if key in schema:
+                items = schema[key] if isinstance(schema[key], list) else [schema[key]]
+                out += [v for i, s in enumerate(items)
+                        for v in strict_violations(s, f"{path}.{key}[{i}]")]
+    return out
+
+
+def test_the_strict_openai_renderings_pass_strict_mode_rules() -> None:
+    from memstrata.interfaces.tools import openai_responses_tools
+
+    loose = openai_tools()
+    assert sum(len(strict_violations(t["function"]["parameters"])) for t in loose) > 0
+    strict = openai_tools(strict=True)
+    responses = openai_responses_tools()
+    assert len(strict) == len(responses) == len(TOOLS)
+    for chat, resp, tool in zip(strict, responses, TOOLS, strict=True):
+        assert chat["function"]["strict"] is True and resp["strict"] is True
+        assert resp["name"] == tool.name and resp["type"] == "function"
+        for params in (chat["function"]["parameters"], resp["parameters"]):
+            assert strict_violations(params) == [], tool.name
+            required = set(tool.args.model_json_schema().get("required", []))
+            for name, prop in params["properties"].items():
+                nullable = "null" in (prop.get("type") if isinstance(prop.get("type"), list)
+                                      else [prop.get("type")]) or {"type": "null"} in \
+                    prop.get("anyOf", [])
+                assert nullable == (name not in required), (tool.name, name)
+
+
+def test_every_tool_accepts_null_for_its_optional_arguments(mem: Memory) -> None:
+    """What a strict schema makes a model send: every optional argument as null."""
+    samples = {"search_history": {"query": "x"}, "recall": {"query": "x"},
+               "propose_memory": {"claim": "Alice prefers tea", "kind": "preference",
+                                  "subject": "alice", "attribute": "drink", "source": "chat"},
+               "log_episode": {"text": "t", "source": "s"}, "scratch_write": {"key": "k",
+                                                                             "value": "v"},
+               "scratch_read": {"key": "k"}, "begin_operation": {"key": "k", "intent": "i"},
+               "complete_operation": {"key": "k"}, "forget": {"match": "nothing-like-this"},
+               "save_checkpoint": {"task": "t", "objective": "o"}}
+    scope = Scope(user="alice", project="docs-site")
+    with ToolDispatcher(mem, scope, task="t") as tools:
+        for tool in TOOLS:
+            args = dict(samples.get(tool.name, {}))
+            required = set(tool.args.model_json_schema().get("required", []))
+            for name in tool.args.model_fields:
+                if name not in required and name not in args:
+                    args[name] = None
+            if tool.name == "complete_operation":
+                tools.dispatch("begin_operation", {"key": "k", "intent": "i"})
+            out = tools.dispatch(tool.name, args)
+            assert "error" not in out or out.get("type") != "ValidationError", (tool.name, out)
+
+
+def test_cli_prints_the_strict_and_responses_renderings() -> None:
+    from click.testing import CliRunner
+
+    from memstrata.cli import cli
+
+    for args, key in ((["--format", "openai", "--strict"], "function"),
+                      (["--format", "openai-responses"], "parameters")):
+        res = CliRunner().invoke(cli, ["tools", *args])
+        assert res.exit_code == 0, res.output
+        rendered = json.loads(res.stdout)
+        assert len(rendered) == len(TOOLS) and all(key in t for t in rendered)
+        params = [t["function"]["parameters"] if key == "function" else t["parameters"]
+                  for t in rendered]
+        assert all(strict_violations(p) == [] for p in params)

@@ -67,13 +67,28 @@ def mcp(task: str | None, use_http: bool, port: int, actor: str) -> None:
 # -- tools --------------------------------------------------------------------
 
 @click.command("tools")
-@click.option("--format", "fmt", type=click.Choice(["openai", "anthropic", "mcp"]),
+@click.option("--format", "fmt",
+              type=click.Choice(["openai", "openai-responses", "anthropic", "mcp"]),
               default="openai", show_default=True, help="Which function-calling format.")
-def tools_cmd(fmt: str) -> None:
+@click.option("--strict", is_flag=True,
+              help="OpenAI strict mode: every property required, optional ones nullable, "
+                   "unsupported keywords dropped, strict: true (openai-responses is strict "
+                   "by default).")
+def tools_cmd(fmt: str, strict: bool) -> None:
     """Print the memory tools' JSON schemas for OpenAI or Anthropic function calling."""
-    from ..interfaces.tools import anthropic_tools, openai_tools, tool_definitions
+    from ..interfaces.tools import (
+        anthropic_tools,
+        openai_responses_tools,
+        openai_tools,
+        tool_definitions,
+    )
 
-    out = {"openai": openai_tools, "anthropic": anthropic_tools, "mcp": tool_definitions}[fmt]()
+    if fmt == "openai":
+        out = openai_tools(strict=strict)
+    elif fmt == "openai-responses":
+        out = openai_responses_tools()
+    else:
+        out = anthropic_tools() if fmt == "anthropic" else tool_definitions()
     click.echo(json.dumps(out, indent=2))
 
 
