@@ -151,15 +151,44 @@ class ForgetArgs(ToolArgs):
         return self
 
 
+
+class GetArgs(ToolArgs):
+    ref: str = Field(min_length=1, description="A reference recall or search returned, e.g. "
+                                               "fact:01J... or episode:01J...")
+
+
+class FeedbackArgs(ToolArgs):
+    ref: str = Field(min_length=1, description="The fact:ID or episode:ID the signal is about.")
+    signal: Literal["useful", "contradicted", "superseded", "ignored"] = Field(
+        description="How the item served: repeated contradiction retires a fact.")
+    note: str | None = Field(None, description="Why, in a sentence (optional).")
+
+
+class ListFactsArgs(ToolArgs):
+    status: Literal["active", "pending_review", "superseded", "retired", "expired",
+                    "rejected"] | None = Field(
+        None, description="Only facts of this status. Default: every status.")
+    limit: int = Field(50, ge=1, le=200, description="At most this many facts.")
+
+
+class RetireFactArgs(ToolArgs):
+    ref: str = Field(min_length=1, description="The fact:ID to take out of the current set.")
+    reason: str = Field(min_length=1, description="Why it no longer holds.")
+
+
 __all__ = [
     "BeginOperationArgs",
     "CompleteOperationArgs",
+    "FeedbackArgs",
     "ForgetArgs",
+    "GetArgs",
     "GetCurrentTaskArgs",
     "GetDurableRecordsArgs",
+    "ListFactsArgs",
     "LogEpisodeArgs",
     "ProposeMemoryArgs",
     "RecallArgs",
+    "RetireFactArgs",
     "SaveCheckpointArgs",
     "ScratchListArgs",
     "ScratchReadArgs",

@@ -21,7 +21,8 @@ from memstrata.interfaces.tools import (
 EXPECTED = {
     "get_current_task", "save_checkpoint", "get_durable_records", "search_history", "recall",
     "propose_memory", "log_episode", "scratch_write", "scratch_read", "scratch_list",
-    "begin_operation", "complete_operation", "forget",
+    "begin_operation", "complete_operation", "forget", "get", "feedback", "list_facts",
+    "retire_fact",
 }
 
 
@@ -327,7 +328,10 @@ def test_every_tool_accepts_null_for_its_optional_arguments(mem: Memory) -> None
                                                                              "value": "v"},
                "scratch_read": {"key": "k"}, "begin_operation": {"key": "k", "intent": "i"},
                "complete_operation": {"key": "k"}, "forget": {"match": "nothing-like-this"},
-               "save_checkpoint": {"task": "t", "objective": "o"}}
+               "save_checkpoint": {"task": "t", "objective": "o"},
+               "get": {"ref": "fact:01ZZZZZZZZZZZZZZZZZZZZZZZZ"},
+               "feedback": {"ref": "fact:01ZZZZZZZZZZZZZZZZZZZZZZZZ", "signal": "useful"},
+               "retire_fact": {"ref": "fact:01ZZZZZZZZZZZZZZZZZZZZZZZZ", "reason": "r"}}
     scope = Scope(user="alice", project="docs-site")
     with ToolDispatcher(mem, scope, task="t") as tools:
         for tool in TOOLS:
@@ -356,3 +360,32 @@ def test_cli_prints_the_strict_and_responses_renderings() -> None:
         params = [t["function"]["parameters"] if key == "function" else t["parameters"]
                   for t in rendered]
         assert all(strict_violations(p) == [] for p in params)
+
+
+def test_get_feedback_list_and_retire_stay_inside_the_scope(mem: Memory) -> None:
+    alice, bob = Scope(user="alice", project="docs-site"), Scope(user="bob", project="docs-site")
+    mine = mem.facts.propose(alice, claim="Alice prefers tea", kind="preference",
+                             subject="alice", attribute="drink", actor="user", source="chat")
+    theirs = mem.facts.propose(bob, claim="Bob prefers coffee", kind="preference",
+                               subject="bob", attribute="drink", actor="user", source="chat")
+    assert mine.record is not None and theirs.record is not None
+    with ToolDispatcher(mem, alice) as tools:
+        got = tools.dispatch("get", {"ref": mine.record.ref})
+        assert got["record"]["claim"] == "Alice prefers tea"
+        for name, args in (("get", {"ref": theirs.record.ref}),
+                           ("feedback", {"ref": theirs.record.ref, "signal": "contradicted"}),
+                           ("retire_fact", {"ref": theirs.record.ref, "reason": "no"})):
+            assert tools.dispatch(name, args)["type"] == "NotFound", name
+        assert [f["ref"] for f in tools.dispatch("list_facts", {})["facts"]] == [
+            mine.record.ref]
+        assert tools.dispatch("feedback", {"ref": mine.record.ref, "signal": "useful"})[
+            "action"] == "recorded"
+        pending = tools.dispatch("propose_memory", {
+            "claim": "Alice reviews docs on Fridays", "kind": "preference",
+            "subject": "alice", "attribute": "review_day", "source": "chat:3"})
+        assert pending["status"] == "pending" and "memstrata review approve" in pending["next"]
+        listed = tools.dispatch("list_facts", {"status": "pending_review"})["facts"]
+        assert [f["ref"] for f in listed] == [pending["ref"]]
+        assert tools.dispatch("retire_fact", {"ref": mine.record.ref, "reason": "switched"})[
+            "status"] == "retired"
+    assert mem.facts.get(theirs.record.id).status == "active"

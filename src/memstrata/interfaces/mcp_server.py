@@ -51,6 +51,8 @@ While working:
   have; an empty result is a valid answer, not a reason to guess.
 - recall with decision="side_effect" before a consequential action: every item comes back
   flagged for verification, naming the source to check.
+- get opens a reference that recall or search_history returned; feedback says how it
+  served (contradicted, by a more authoritative source, demotes and eventually retires it).
 - scratch_write / scratch_read / scratch_list hold values for this session only; they are
   discarded when the session ends and never become durable memory.
 - Before any side effect (publish, send, pay, deploy): begin_operation with a stable key.
@@ -63,7 +65,9 @@ While working:
 Writing durable memory:
 - propose_memory for a stable fact worth keeping (a preference, decision, lesson), with
   its source. The write policy decides; most proposals wait for a person's review. If you
-  cannot state a source, do not propose it. Never store secrets.
+  cannot state a source, do not propose it. Never store secrets. A pending proposal's reply
+  says how your user approves it; list_facts with status pending_review shows the queue.
+- retire_fact only when the user says a fact no longer holds.
 - Never write identity. If the user asks to change something about who they are or what
   always applies, record it in save_checkpoint's pending_identity_changes; a person
   confirms it.
@@ -141,7 +145,8 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
     tools = MemoryTools(mem, make_scope(scope), task=task, actor=actor)
     listing = [
         types.Tool(
-            name=t.name, description=t.description, input_schema=t.input_schema(),
+            name=t.name, title=t.display_title, description=t.description,
+            input_schema=t.input_schema(),
             annotations=types.ToolAnnotations(
                 read_only_hint=t.read_only, destructive_hint=t.destructive,
                 idempotent_hint=t.idempotent or t.read_only, open_world_hint=False),

@@ -37,12 +37,16 @@ import pydantic
 from ..arguments import (
     BeginOperationArgs,
     CompleteOperationArgs,
+    FeedbackArgs,
     ForgetArgs,
+    GetArgs,
     GetCurrentTaskArgs,
     GetDurableRecordsArgs,
+    ListFactsArgs,
     LogEpisodeArgs,
     ProposeMemoryArgs,
     RecallArgs,
+    RetireFactArgs,
     SaveCheckpointArgs,
     ScratchListArgs,
     ScratchReadArgs,
@@ -77,6 +81,12 @@ class ToolDef:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
+    #: A short human title (MCP clients show it); default: the name in words.
+    title: str | None = None
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.name.replace("_", " ").capitalize()
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments (pydantic-generated, tidied for LLMs)."""
@@ -174,7 +184,32 @@ def _propose_memory(d: ToolDispatcher, a: ProposeMemoryArgs) -> dict[str, Any]:
         out["superseded"] = res.superseded.ref
     if res.detectors:
         out["detectors"] = list(res.detectors)
+    if res.status == "pending" and res.record is not None:
+        out["next"] = (f"it waits for a person: until approved it is not recalled or listed as "
+                       f"current. Tell your user; they approve it with `memstrata review "
+                       f"approve {res.record.id}` (or `memstrata review` to go through the "
+                       "queue), with the same --user/--project as this server")
     return out
+
+
+def _get(d: ToolDispatcher, a: GetArgs) -> dict[str, Any]:
+    record = d.mem.get(a.ref, scope=d.scope, principal=d.principal)
+    return {"ref": a.ref, "record": record.model_dump(mode="json", exclude={"scope"})}
+
+
+def _feedback(d: ToolDispatcher, a: FeedbackArgs) -> dict[str, Any]:
+    return d.mem.feedback(a.ref, a.signal, scope=d.scope, principal=d.principal, note=a.note)
+
+
+def _list_facts(d: ToolDispatcher, a: ListFactsArgs) -> dict[str, Any]:
+    now = d.mem.clock.now()
+    found = d.mem.facts.list(d.scope, status=a.status, principal=d.principal, limit=a.limit)
+    return {"facts": [{**_fact(f, now), "status": f.status} for f in found]}
+
+
+def _retire_fact(d: ToolDispatcher, a: RetireFactArgs) -> dict[str, Any]:
+    fact = d.mem.facts.retire(a.ref, reason=a.reason, scope=d.scope, principal=d.principal)
+    return {"retired": fact.ref, "status": fact.status}
 
 
 def _log_episode(d: ToolDispatcher, a: LogEpisodeArgs) -> dict[str, Any]:
@@ -279,6 +314,22 @@ TOOLS: tuple[ToolDef, ...] = (
             "After the side effect, record that it happened (with the external reference) or "
             "that it failed (with the error).",
             CompleteOperationArgs, _complete_operation, idempotent=True),
+    ToolDef("get",
+            "Open one reference that recall or search_history returned, in full (a fact with "
+            "its provenance and dates, or an episode).",
+            GetArgs, _get, read_only=True, title="Open a reference"),
+    ToolDef("feedback",
+            "Say how a recalled item served: useful, contradicted (by something more "
+            "authoritative), superseded or ignored. Repeated contradiction retires a fact.",
+            FeedbackArgs, _feedback, title="Give feedback on a recalled item"),
+    ToolDef("list_facts",
+            "List the durable facts of this scope, of any status or one (pending_review shows "
+            "what waits for your user's approval).",
+            ListFactsArgs, _list_facts, read_only=True, title="List durable facts"),
+    ToolDef("retire_fact",
+            "Take a fact out of the current set when it no longer holds (history keeps it). "
+            "Use it only when the user says so or a source contradicts it.",
+            RetireFactArgs, _retire_fact, destructive=True, title="Retire a fact"),
     ToolDef("forget",
             "Delete records of this scope for real (facts, events, checkpoints, scratch) when "
             "the user asks to forget something. Needs match, subject or record_ids.",
