@@ -155,3 +155,39 @@ def test_the_users_own_statement_confirms_a_pending_agent_claim(mem: Memory) -> 
     again = mem.facts.propose(scope, claim="Alice prefers async standups", actor="agent", **kw)
     assert again.status == "duplicate" and again.record is not None
     assert again.record.id == user.record.id
+
+
+def test_the_review_loop_on_the_command_line(mem: Memory, store_url: str) -> None:
+    from click.testing import CliRunner
+
+    from memstrata.cli import cli
+
+    scope = Scope(user="alice", project="docs-site")
+    ids = {}
+    for attr, source in (("role", "crawl:wiki"), ("team", "crawl:wiki"), ("tz", "chat:9"),
+                         ("pet", "chat:10")):
+        res = mem.facts.propose(scope, claim=f"Alice's {attr} is noted", kind="profile",
+                                subject="alice", attribute=attr, actor="tool", source=source)
+        assert res.status == "pending" and res.record is not None
+        ids[attr] = res.record.id
+    flags = ["--url", store_url, "--user", "alice", "--project", "docs-site"]
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["review", "list", *flags], env={"COLUMNS": "80"})
+    assert listed.exit_code == 0 and all(i in listed.output for i in ids.values())
+    bulk = runner.invoke(cli, ["review", "approve", "--all", "--source", "crawl:", *flags])
+    assert bulk.exit_code == 0, bulk.output
+    assert "approved 2 of 2" in bulk.output
+    assert {f.attribute for f in mem.facts.current(scope)} == {"role", "team"}
+    assert mem.facts.get(ids["role"]).reviewer  # the login name by default
+    # interactive, in queue order: edit-and-approve the first, reject the second
+    first, second = [f.attribute for f in mem.review.pending(scope)]
+    out = runner.invoke(cli, ["review", *flags, "--reviewer", "carol"],
+                        input="e\nAlice works in UTC+1\nr\nnot a fact about work\n")
+    assert out.exit_code == 0, out.output
+    assert "1 approved, 1 rejected" in out.output
+    current = {f.attribute: f for f in mem.facts.current(scope)}
+    assert current[first].claim == "Alice works in UTC+1"
+    assert current[first].reviewer == "carol"
+    assert mem.facts.get(ids[second]).status == "rejected"
+    usage = runner.invoke(cli, ["review", "approve", *flags])
+    assert usage.exit_code == 2

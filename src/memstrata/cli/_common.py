@@ -81,8 +81,13 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False, default=str))
 
 
+#: Columns whose values are identifiers: printed whole on one line (copy-pasteable).
+NO_WRAP = frozenset({"id", "ref", "key"})
+
+
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Print a readable table (rich), or a note when there are no rows."""
+    """Print a readable table (rich), or a note when there are no rows. Identifier columns
+    (``id``, ``ref``, ``key``) never wrap; the others fold."""
     from rich.console import Console
     from rich.table import Table
 
@@ -97,15 +102,39 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
         return
     t = Table(title=title, show_lines=False, expand=False)
     for c in columns:
-        t.add_column(c, overflow="fold")
+        if c in NO_WRAP:
+            t.add_column(c, no_wrap=True, min_width=26)
+        else:
+            t.add_column(c, overflow="fold")
     for r in rows:
         t.add_row(*("" if v is None else str(v) for v in r))
     console.print(t)
+
+
+def login_name() -> str:
+    """Who is at the keyboard: the person a review is attributed to by default."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return os.environ.get("USER") or "reviewer"
 
 
 def short_date(value: Any) -> str:
     return value.date().isoformat() if value is not None else ""
 
 
-__all__ = ["cli_config", "current_scope", "emit_json", "json_option", "open_memory", "short_date",
-           "store_options", "table", "to_jsonable"]
+__all__ = [
+    "NO_WRAP",
+    "cli_config",
+    "current_scope",
+    "emit_json",
+    "json_option",
+    "login_name",
+    "open_memory",
+    "short_date",
+    "store_options",
+    "table",
+    "to_jsonable",
+]

@@ -10,6 +10,7 @@ from ._common import (
     current_scope,
     emit_json,
     json_option,
+    login_name,
     open_memory,
     short_date,
     store_options,
@@ -147,9 +148,53 @@ def facts_undo_supersede(as_json: bool, fact_id: str, reason: str) -> None:
         click.echo(f"  retired fact:{fact_id.removeprefix('fact:')}: {reason}")
 
 
-@click.group()
-def review() -> None:
-    """The review queue: identity, untrusted and restricted facts wait for a person."""
+@click.group(invoke_without_command=True)
+@store_options
+@click.option("--reviewer", default=None, help="The person reviewing (default: your login).")
+@click.pass_context
+def review(ctx: click.Context, reviewer: str | None) -> None:
+    """The review queue: identity, untrusted and restricted facts wait for a person.
+
+    Without a subcommand: go through the queue one fact at a time, with its provenance
+    and why it waits: [a]pprove, [e]dit then approve, [r]eject (with a reason), [s]kip,
+    [q]uit.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    mem = open_memory()
+    scope = current_scope()
+    person = reviewer or login_name()
+    items = mem.review.pending(scope)
+    if not items:
+        click.echo(f"nothing waits for review in {scope}")
+        return
+    done = {"approved": 0, "rejected": 0, "skipped": 0}
+    for n, f in enumerate(items, 1):
+        click.echo(f"\n[{n}/{len(items)}] {f.ref}  ({f.tier}, {f.kind}) "
+                   f"{f.subject}/{f.attribute}")
+        click.echo(f"  claim:  {f.claim}")
+        click.echo(f"  from:   {f.provenance.actor} via {f.provenance.source}"
+                   + (f"  evidence: {f.provenance.evidence}" if f.provenance.evidence else ""))
+        click.echo(f"  waits:  {f.reason}" + (f"  flags: {', '.join(f.flags)}"
+                                               if f.flags else ""))
+        choice = click.prompt("  [a]pprove, [e]dit, [r]eject, [s]kip, [q]uit",
+                              type=click.Choice(["a", "e", "r", "s", "q"]), default="s",
+                              show_choices=False)
+        if choice == "q":
+            break
+        if choice == "s":
+            done["skipped"] += 1
+            continue
+        if choice == "r":
+            why = click.prompt("  reason")
+            mem.review.reject(f.id, reason=why, by=person, scope=scope)
+            done["rejected"] += 1
+            continue
+        claim = click.prompt("  claim", default=f.claim) if choice == "e" else None
+        res = mem.review.approve(f.id, by=person, claim=claim, scope=scope)
+        click.echo(f"  {res.status}: {res.reason}")
+        done["approved"] += res.status != "rejected"
+    click.echo(", ".join(f"{v} {k}" for k, v in done.items()) + f" (reviewer {person})")
 
 
 @review.command("list")
@@ -171,14 +216,38 @@ def review_list(as_json: bool) -> None:
 @review.command("approve")
 @store_options
 @json_option
-@click.argument("fact_id")
-@click.option("--reviewer", required=True, help="The person approving.")
+@click.argument("fact_id", required=False)
+@click.option("--reviewer", default=None, help="The person approving (default: your login).")
 @click.option("--claim", default=None, help="Edit the claim before approving.")
-def review_approve(as_json: bool, fact_id: str, reviewer: str, claim: str | None) -> None:
-    """Approve a pending fact (optionally edited); it may supersede the current one."""
+@click.option("--all", "approve_all", is_flag=True,
+              help="Approve every pending fact of the scope (narrow it with --source).")
+@click.option("--source", default=None,
+              help="With --all: only facts whose source starts with this.")
+def review_approve(as_json: bool, fact_id: str | None, reviewer: str | None,
+                   claim: str | None, approve_all: bool, source: str | None) -> None:
+    """Approve a pending fact (optionally edited), or --all of them; an approved fact may
+    supersede the current one."""
+    if approve_all == (fact_id is not None):
+        raise click.UsageError("give one FACT_ID, or --all (with --source to narrow it)")
+    if claim is not None and approve_all:
+        raise click.UsageError("--claim edits one fact; it cannot go with --all")
     mem = open_memory()
-    res = mem.review.approve(fact_id, by=reviewer, claim=claim, scope=current_scope())
-    _print_result(res, as_json)
+    scope = current_scope()
+    person = reviewer or login_name()
+    if fact_id is not None:
+        _print_result(mem.review.approve(fact_id, by=person, claim=claim, scope=scope), as_json)
+        return
+    chosen = [f for f in mem.review.pending(scope)
+              if source is None or f.provenance.source.startswith(source)]
+    results = [mem.review.approve(f.id, by=person, scope=scope) for f in chosen]
+    if as_json:
+        emit_json(results)
+        return
+    for res in results:
+        _print_result(res, False)
+    click.echo(f"approved {sum(r.ok for r in results)} of {len(chosen)} pending fact(s)"
+               + (f" from sources starting {source!r}" if source else "")
+               + f" (reviewer {person})")
 
 
 @review.command("reject")
@@ -186,10 +255,12 @@ def review_approve(as_json: bool, fact_id: str, reviewer: str, claim: str | None
 @json_option
 @click.argument("fact_id")
 @click.option("--reason", required=True)
-def review_reject(as_json: bool, fact_id: str, reason: str) -> None:
+@click.option("--reviewer", default=None, help="The person rejecting (default: your login).")
+def review_reject(as_json: bool, fact_id: str, reason: str, reviewer: str | None) -> None:
     """Reject a pending fact, recording why."""
     mem = open_memory(embedder=None)
-    fact = mem.review.reject(fact_id, reason=reason, scope=current_scope())
+    fact = mem.review.reject(fact_id, reason=reason, by=reviewer or login_name(),
+                             scope=current_scope())
     if as_json:
         emit_json(fact)
     else:
