@@ -19,9 +19,8 @@ from ..errors import ValidationError
 from ..governance.safety import redact_secrets
 from ..inputs import MAX_NAME, MAX_TEXT, clean_text, text_arg
 from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
-from ..scoping import SCOPE_COLUMNS, exact_sql, owned_sql, scope_from_row, scope_values
+from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
-from ..store.sql import contains_sql, like_param
 from .selector import Selector
 
 _LIST_FIELDS = ("constraints", "plan", "completed", "evidence", "source_refs",
@@ -146,10 +145,7 @@ class Checkpoints:
         ids). Returns the task names."""
         if sel.ids is not None or sel.subject is not None:
             return []
-        where, params = owned_sql(sel.scope)
-        if sel.match is not None:
-            where += f" AND ({contains_sql('r.data')} OR {contains_sql('r.task')})"
-            params += [like_param(sel.match)] * 2
+        where, params = sel.where(("data", "task"))
         rows = tx.all(f"SELECT r.task AS task FROM checkpoints r WHERE {where}", params)
         if rows and not dry_run:
             tx.execute(f"DELETE FROM checkpoints AS r WHERE {where}", params)

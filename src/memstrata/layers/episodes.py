@@ -61,7 +61,6 @@ from ..scoping import (
     applies_sql,
     dump_readers,
     load_json_list,
-    owned_sql,
     principal_of,
     resolve_caller,
     scope_from_row,
@@ -310,16 +309,13 @@ class Episodes:
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
         """Delete (unless ``dry_run``) the episodes ``sel`` selects; their full-text entries
         and vectors go by trigger. A ``subject`` selects episodes mentioning it."""
-        where, params = owned_sql(sel.scope)
+        where, params = sel.where(_TEXT_COLUMNS)
         if sel.ids is not None:
             where += f" AND r.id IN ({marks(sel.ids)})"
             params += sel.ids
         if sel.subject is not None:
             where += f" AND {contains_sql('r.text')}"
             params.append(like_param(sel.subject))
-        if sel.match is not None:
-            where += " AND (" + " OR ".join(contains_sql(f"r.{c}") for c in _TEXT_COLUMNS) + ")"
-            params += [like_param(sel.match)] * len(_TEXT_COLUMNS)
         ids = [r["id"] for r in tx.all(f"SELECT r.id AS id FROM episodes r WHERE {where}",
                                        params)]
         if ids and not dry_run:

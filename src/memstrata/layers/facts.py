@@ -55,7 +55,7 @@ from ..scoping import (
     scope_values,
 )
 from ..store.base import Database, Row, Tx
-from ..store.sql import chunks, contains_sql, like_param, marks
+from ..store.sql import chunks, marks
 from .indexing import IndexEntry, RecordIndex
 from .selector import Selector
 
@@ -437,7 +437,7 @@ class Facts:
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
         """Delete (unless ``dry_run``) the facts ``sel`` selects, every status; their
         full-text entries and vectors go by trigger. Returns the ids."""
-        where, params = owned_sql(sel.scope)
+        where, params = sel.where(_TEXT_COLUMNS)
         if sel.ids is not None:
             # a fact is forgotten with its whole supersession history (the versions share
             # its slot and usually its text)
@@ -447,9 +447,6 @@ class Facts:
         if sel.subject is not None:
             where += " AND r.subject = ?"
             params.append(sel.subject)
-        if sel.match is not None:
-            where += " AND (" + " OR ".join(contains_sql(f"r.{c}") for c in _TEXT_COLUMNS) + ")"
-            params += [like_param(sel.match)] * len(_TEXT_COLUMNS)
         ids = [r["id"] for r in tx.all(f"SELECT r.id AS id FROM facts r WHERE {where}", params)]
         if ids and not dry_run:
             tx.execute(f"DELETE FROM facts AS r WHERE {where}", params)

@@ -24,9 +24,8 @@ from ..errors import Conflict, NotFound, ValidationError
 from ..governance.safety import redact_secrets
 from ..inputs import MAX_TEXT, int_arg, text_arg
 from ..models import Operation, Scope, make_scope
-from ..scoping import SCOPE_COLUMNS, exact_sql, owned_sql, scope_from_row, scope_values
+from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
-from ..store.sql import contains_sql, like_param
 from .selector import Selector
 
 _COLUMNS = "key, intent, status, external_ref, error, attempts, run_id, created_at, updated_at"
@@ -161,10 +160,7 @@ class Ledger:
         contains ``sel.match`` (all of the scope's without one; none for a subject or ids)."""
         if sel.ids is not None or sel.subject is not None:
             return []
-        where, params = owned_sql(sel.scope)
-        if sel.match is not None:
-            where += " AND (" + " OR ".join(contains_sql(f"r.{c}") for c in _TEXT_COLUMNS) + ")"
-            params += [like_param(sel.match)] * len(_TEXT_COLUMNS)
+        where, params = sel.where(_TEXT_COLUMNS)
         rows = tx.all(f"SELECT r.key AS key FROM operations r WHERE {where}", params)
         if rows and not dry_run:
             tx.execute(f"DELETE FROM operations AS r WHERE {where}", params)

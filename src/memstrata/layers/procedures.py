@@ -44,9 +44,8 @@ from ..clock import Clock, from_text
 from ..errors import AccessDenied, ActivationRefused, Conflict, NotFound, ValidationError
 from ..inputs import MAX_NAME, int_arg, text_arg
 from ..models import Scope, _Model, build, make_scope
-from ..scoping import SCOPE_COLUMNS, applies_sql, exact_sql, owned_sql, scope_from_row, scope_values
+from ..scoping import SCOPE_COLUMNS, applies_sql, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
-from ..store.sql import contains_sql, like_param
 from .procedure_model import (
     CaseReport,
     EventAction,
@@ -309,10 +308,7 @@ class Procedures:
         ids). Returns the names, one per version."""
         if sel.ids is not None or sel.subject is not None:
             return []
-        where, params = owned_sql(sel.scope)
-        if sel.match is not None:
-            where += f" AND ({contains_sql('r.data')} OR {contains_sql('r.name')})"
-            params += [like_param(sel.match)] * 2
+        where, params = sel.where(("data", "name"))
         rows = tx.all(f"SELECT r.name AS name FROM procedures r WHERE {where}", params)
         if rows and not dry_run:
             tx.execute(f"DELETE FROM procedures AS r WHERE {where}", params)

@@ -15,9 +15,8 @@ from ..clock import Clock
 from ..governance.safety import redact_secrets
 from ..inputs import MAX_NAME, text_arg
 from ..models import Scope
-from ..scoping import SCOPE_COLUMNS, owned_sql, scope_values
+from ..scoping import SCOPE_COLUMNS, scope_values
 from ..store.base import Database, Tx
-from ..store.sql import contains_sql, like_param
 from .selector import Selector
 
 
@@ -51,10 +50,7 @@ class Runs:
         (every run of the scope without a match; none for a subject or ids)."""
         if sel.ids is not None or sel.subject is not None:
             return []
-        where, params = owned_sql(sel.scope)
-        if sel.match is not None:
-            where += f" AND {contains_sql('r.task')}"
-            params.append(like_param(sel.match))
+        where, params = sel.where(("task",))
         rows = tx.all(f"SELECT r.run_id AS run_id FROM runs r WHERE {where}", params)
         if rows and not dry_run:
             tx.execute(f"DELETE FROM runs AS r WHERE {where}", params)

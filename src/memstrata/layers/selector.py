@@ -13,6 +13,8 @@ from typing import Any
 from ..errors import ValidationError
 from ..inputs import ids_arg, text_arg
 from ..models import Scope, make_scope
+from ..scoping import owned_sql
+from ..store.sql import contains_sql, like_param
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,15 @@ class Selector:
     @property
     def everything(self) -> bool:
         return self.match is None and self.subject is None and self.ids is None
+
+    def where(self, text_columns: Sequence[str]) -> tuple[str, list[Any]]:
+        """The WHERE fragment (alias ``r``) of the rows the scope owns and, with a match,
+        whose ``text_columns`` contain it (case-insensitive); the layer adds ids/subject."""
+        where, params = owned_sql(self.scope)
+        if self.match is not None:
+            where += " AND (" + " OR ".join(contains_sql(f"r.{c}") for c in text_columns) + ")"
+            params += [like_param(self.match)] * len(text_columns)
+        return where, params
 
 
 def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any = None,
