@@ -304,6 +304,8 @@ class Hit(_Model):
     needs_verification: bool = False
     verify_reason: str | None = None
     untrusted: bool = False
+    #: How an episode ended ("abandoned", "approved"...): judged before it is opened.
+    outcome: str | None = None
     tokens: int = 0
 
 

@@ -114,3 +114,39 @@ def test_a_named_subject_ranks_their_episodes_first(vmem: Memory) -> None:
     assert getattr(first, "subject", None) == "Melanie"
 
 
+
+
+def test_the_project_specific_rule_outranks_the_user_wide_one_every_time(
+        store_url: str, tmp_path: Any) -> None:
+    """Equal relevance, different scopes: the more specific one wins, in every process
+    (hash seeds change set order between processes)."""
+    import subprocess
+    import sys
+
+    seed = Memory.open(store_url, embedder=None)
+    rule = "Release notes are written in British English"
+    seed.facts.propose(Scope(user="alice"), claim=rule, kind="constraint", subject="alice",
+                       attribute="notes_language", actor="user", source="chat:1")
+    seed.facts.propose(ALICE, claim=rule, kind="constraint", subject="alice",
+                       attribute="notes_language", actor="user", source="chat:2")
+    seed.close()
+    code = (f"from memstrata import Memory, Scope; m = Memory.open({store_url!r}, "
+            "embedder=None); r = m.recall(Scope(user='alice', project='docs-site'), "
+            f"{rule!r}, k=2); print([h.scope.project for h in r.items], "
+            "[round(h.score, 6) for h in r.items])")
+    seen = set()
+    for hash_seed in ("1", "2", "3", "4"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={"PYTHONHASHSEED": hash_seed, "PATH": "/usr/bin:/bin",
+                                  "MEMSTRATA_HOME": str(tmp_path)}, check=True)
+        seen.add(out.stdout.strip())
+    assert len(seen) == 1
+    projects = seen.pop().split("]")[0]
+    assert projects == "['docs-site', None"
+
+
+def test_a_hit_shows_how_an_episode_ended(vmem: Memory) -> None:
+    vmem.episodes.append(ALICE, text="Plan: migrate the docs site to Hugo", actor="user",
+                         source="chat", event="plan", outcome="abandoned")
+    [hit] = vmem.recall(ALICE, "migrate the docs site to Hugo", k=1).items
+    assert hit.outcome == "abandoned" and hit.event == "plan"

@@ -114,7 +114,11 @@ def _fact(f: Fact, now: datetime) -> dict[str, Any]:
 
 
 def _hit(h: Hit) -> dict[str, Any]:
-    return h.model_dump(mode="json", exclude_none=True, exclude={"scope", "tokens"})
+    out: dict[str, Any] = h.model_dump(mode="json", exclude_none=True,
+                                       exclude={"scope", "tokens"})
+    if h.scope is not None and h.scope.project is not None:
+        out["project"] = h.scope.project  # a project's own record, or one that follows a user
+    return out
 
 
 def _checkpoint(cp: Checkpoint) -> dict[str, Any]:

@@ -135,7 +135,7 @@ def episode_hit(ep: Episode, score: float, superseded: bool, terms_: Sequence[st
     return Hit(ref=ep.ref, layer="episodes", excerpt=text, score=score, date=ep.observed_at,
                event=ep.event, source=ep.provenance.source, actor=ep.provenance.actor,
                status="superseded" if superseded else "current", scope=ep.scope,
-               untrusted="untrusted" in ep.flags, tokens=count_tokens(text))
+               untrusted="untrusted" in ep.flags, outcome=ep.outcome, tokens=count_tokens(text))
 
 
 class Episodes:

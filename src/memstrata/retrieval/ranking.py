@@ -76,15 +76,31 @@ def coverage(query_terms: Sequence[str], text: str) -> float:
     return hit / len(query_terms)
 
 
-def adjust(base: float, *, actor: str | None, specificity: int, age_days: float,
-           superseded: bool) -> float:
-    """Status, authority, specificity and recency applied to a 0..1 relevance."""
+def adjust_raw(base: float, *, actor: str | None, specificity: int, age_days: float,
+               superseded: bool) -> float:
+    """Status, authority, specificity and recency applied to a relevance (uncapped)."""
     score = base * AUTHORITY.get(actor or "", 0.8)
     score *= 1.0 + 0.05 * specificity
     score *= 0.95 + 0.05 * math.exp(-max(age_days, 0.0) / 180.0)
     if superseded:
         score *= 0.4
-    return min(score, 1.0)
+    return score
+
+
+def adjust(base: float, *, actor: str | None, specificity: int, age_days: float,
+           superseded: bool) -> float:
+    """:func:`adjust_raw` on the 0..1 scale people and models see (capped at 1)."""
+    return min(adjust_raw(base, actor=actor, specificity=specificity, age_days=age_days,
+                          superseded=superseded), 1.0)
+
+
+def rank_order(hits: list[Hit], raw: dict[str, float]) -> None:
+    """Sort best first, deterministically: the shown score, then the uncapped one (two
+    items capped at 1.0 keep their true order), then the more specific scope, the newer
+    date and the reference."""
+    hits.sort(key=lambda h: (-h.score, -raw.get(h.ref, h.score),
+                             -(h.scope.specificity() if h.scope is not None else 0),
+                             -(h.date.timestamp() if h.date is not None else 0.0), h.ref))
 
 
 def semantic(cos: float) -> float:
@@ -114,6 +130,7 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
     """The default ranker (see the module docstring)."""
     q_terms = terms(req.query)
     hits: list[Hit] = []
+    raw: dict[str, float] = {}
     limit = max(req.k * 8, 50)
     vectors = src.index.vectors
     qvec = src.index.embed_query(req.query) if vectors is not None else None
@@ -130,10 +147,12 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
                    for rid, f in found.items()}
             for rid, rel in fuse(lex, vec, cov).items():
                 if rid in found:
-                    hits.append(fact_hit(found[rid], rel, req.now))
+                    hit = fact_hit(found[rid], rel, req.now)
+                    raw[hit.ref] = _fact_raw(found[rid], rel, req.now)
+                    hits.append(hit)
         if "episodes" in req.layers:
-            hits += _rank_episodes(src, tx, req, limit, qvec, keep=max(3 * req.k, 20))
-    hits.sort(key=lambda h: -h.score)
+            hits += _rank_episodes(src, tx, req, limit, qvec, keep=max(3 * req.k, 20), raw=raw)
+    rank_order(hits, raw)
     return hits, len(hits)
 
 
@@ -155,7 +174,7 @@ def named_subjects(src: RankSources, tx: Any, tenant: str, query: str) -> set[st
 
 
 def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, limit: int, qvec: Any,
-                   keep: int) -> list[Hit]:
+                   keep: int, raw: dict[str, float]) -> list[Hit]:
     """Hybrid episode ranking: BM25 over the episode and its thread context (normalised by
     the best match) plus cosine, a boost when the query names the episode's subject, and a
     boost inside a period the query names; an absolute evidence floor keeps noise out."""
@@ -177,7 +196,7 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, limit: int, qvec
     top = max(lex.values(), default=0.0) or 1.0
     period = window(req.query, now)
     boost_subject = len(named) == 1
-    scored: list[tuple[float, str]] = []
+    scored: list[tuple[float, float, int, str]] = []
     for rid in ids:
         row = found.get(rid)
         if row is None:
@@ -202,18 +221,28 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, limit: int, qvec
                                    or period.contains(observed - timedelta(days=3))):
             rel += W_PERIOD
         specificity = sum(row[c] is not None for c in ("s_user", "s_project", "s_agent"))
-        score = adjust(rel / _MAX_EPISODE_REL, actor=row["actor"], specificity=specificity,
-                       age_days=(now - observed).total_seconds() / 86400,
-                       superseded=rid in sup)
-        scored.append((score, rid))
+        uncapped = adjust_raw(rel / _MAX_EPISODE_REL, actor=row["actor"],
+                              specificity=specificity,
+                              age_days=(now - observed).total_seconds() / 86400,
+                              superseded=rid in sup)
+        scored.append((min(uncapped, 1.0), uncapped, specificity, rid))
     # build result objects (excerpt, token count) only for what can make the cut
-    scored.sort(key=lambda x: -x[0])
+    scored.sort(key=lambda x: (-x[0], -x[1], -x[2], x[3]))
     hits: list[Hit] = []
-    for score, rid in scored[:keep]:
+    for score, uncapped, _, rid in scored[:keep]:
         hit = episode_hit(episode_from_row(found[rid], now=now), 0.0, rid in sup, q_terms)
         hit.score = score
+        raw[hit.ref] = uncapped
         hits.append(hit)
     return hits
+
+
+def _fact_raw(f: Fact, base: float, now: datetime) -> float:
+    created = f.created_at or now
+    return adjust_raw(base * (1.1 if f.tier == "identity" else 1.0), actor=f.provenance.actor,
+                      specificity=f.scope.specificity(),
+                      age_days=(now - created).total_seconds() / 86400,
+                      superseded=f.status == "superseded")
 
 
 def fact_hit(f: Fact, base: float, now: datetime) -> Hit:
@@ -221,9 +250,7 @@ def fact_hit(f: Fact, base: float, now: datetime) -> Hit:
     created = f.created_at or now
     superseded = f.status == "superseded"
     status = "superseded" if superseded else ("stale" if f.is_stale(now) else "current")
-    score = adjust(base * (1.1 if f.tier == "identity" else 1.0), actor=f.provenance.actor,
-                   specificity=f.scope.specificity(),
-                   age_days=(now - created).total_seconds() / 86400, superseded=superseded)
+    score = min(_fact_raw(f, base, now), 1.0)
     text = excerpt(f.claim)
     return Hit(ref=f.ref, layer="facts", excerpt=text, score=score,
                date=f.valid_from or created, kind=f.kind, source=f.provenance.source,
@@ -231,5 +258,5 @@ def fact_hit(f: Fact, base: float, now: datetime) -> Hit:
                untrusted="untrusted" in f.flags, tokens=count_tokens(text))
 
 
-__all__ = ["AUTHORITY", "RankRequest", "RankSources", "Ranker", "adjust", "coverage",
-           "fact_hit", "fuse", "hybrid", "semantic"]
+__all__ = ["AUTHORITY", "RankRequest", "RankSources", "Ranker", "adjust", "adjust_raw",
+           "coverage", "fact_hit", "fuse", "hybrid", "rank_order", "semantic"]
