@@ -176,8 +176,16 @@ class RetireFactArgs(ToolArgs):
     reason: str = Field(min_length=1, description="Why it no longer holds.")
 
 
+
+class CloseTaskArgs(ToolArgs):
+    task: str | None = Field(None, description="The task to close. Default: the server's task.")
+    outcome: str | None = Field(None, description="How it ended, in a sentence (logged as an "
+                                                  "episode).")
+
+
 __all__ = [
     "BeginOperationArgs",
+    "CloseTaskArgs",
     "CompleteOperationArgs",
     "FeedbackArgs",
     "ForgetArgs",

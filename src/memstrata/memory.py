@@ -72,7 +72,7 @@ class Memory:
         self.facts = Facts(db, self.clock, self.policy, self.index, default_tenant=tenant)
         self.review = Review(db, self.facts, self.index, self.clock)
         self.episodes = Episodes(db, self.clock, self.policy, self.index, default_tenant=tenant)
-        self.checkpoints = Checkpoints(db, self.clock)
+        self.checkpoints = Checkpoints(db, self.clock, on_close=self._log_close)
         self.ledger = Ledger(db, self.clock)
         self.runs = Runs(db, self.clock)
         self.procedures = Procedures(db, self.clock, default_tenant=tenant)
@@ -122,6 +122,12 @@ class Memory:
             options["policy"] = config.policy()
         options.update(overrides)
         return cls.open(config.url, **options)
+
+    def _log_close(self, cp: Checkpoint) -> None:
+        """A task closed with an outcome: the outcome is an episode of its own."""
+        self.episodes.append(cp.scope, text=f"Task {cp.task} closed: {cp.outcome}",
+                             event="task_closed", actor="system", source=cp.ref,
+                             outcome=cp.outcome, observed_at=cp.closed_at)
 
     # -- plumbing ---------------------------------------------------------
     @property

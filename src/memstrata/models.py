@@ -259,6 +259,11 @@ class Checkpoint(_Model):
     version: int = 0
     updated_at: datetime | None = None
     updated_by: str | None = None
+    #: ``open`` while the task is worked on; ``closed`` once it ended (the task leaves
+    #: working context; its history stays).
+    status: Literal["open", "closed"] = "open"
+    closed_at: datetime | None = None
+    outcome: str | None = None
 
     @property
     def ref(self) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
-from memstrata import Conflict, ManualClock, Memory, NotFound, Scope
+from memstrata import Conflict, ManualClock, Memory, NotFound, Scope, ToolDispatcher
 
 
 def test_scratch_receipts_listing_and_discard(mem: Memory, alice: Scope) -> None:
@@ -101,3 +102,46 @@ def test_ledger_complete_fail_and_retry(mem: Memory, alice: Scope) -> None:
         with pytest.raises(NotFound):
             run.ledger.complete("never-begun")
     assert mem.ledger.get(Scope(user="bob"), "charge:7") is None
+
+
+def test_closing_a_task_ends_it_and_keeps_its_history(mem: Memory, alice: Scope,
+                                                     store_url: str, tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from memstrata.cli import cli
+    from memstrata.interfaces.memory_files import export_markdown
+
+    mem.checkpoints.save(alice, "release-v17", objective="Ship v17 notes", next_action="draft")
+    mem.checkpoints.save(alice, "offsite", objective="Plan the offsite")
+    closed = mem.checkpoints.close(alice, "release-v17", outcome="published on the blog")
+    assert closed.status == "closed" and closed.outcome == "published on the blog"
+    assert closed.closed_at is not None and closed.version == 2
+    assert mem.checkpoints.tasks(alice) == ["offsite"]
+    assert mem.checkpoints.tasks(alice, include_closed=True) == ["offsite", "release-v17"]
+    assert [v.status for v in mem.checkpoints.versions(alice, "release-v17")] == [
+        "open", "closed"]
+    # it leaves the session context and the working-context file
+    ctx = mem.context(alice, task="release-v17")
+    assert "Ship v17 notes" not in ctx.text
+    assert any("was closed" in m.reason for m in ctx.manifest)
+    export_markdown(mem, alice, tmp_path / "files")
+    working = (tmp_path / "files" / "working-context.md").read_text("utf-8")
+    assert "release-v17" not in working and "offsite" in working
+    # the outcome is an episode of its own, found by search
+    [hit] = mem.episodes.search(alice, "published blog")
+    assert hit.event == "task_closed" and hit.source == closed.ref
+    # closing twice changes nothing; saving again reopens
+    assert mem.checkpoints.close(alice, "release-v17").version == 2
+    assert mem.checkpoints.save(alice, "release-v17", next_action="fix a typo").status == "open"
+    assert "release-v17" in mem.checkpoints.tasks(alice)
+    # the CLI and the tool
+    flags = ["--url", store_url, "--user", "alice", "--project", "docs-site"]
+    res = CliRunner().invoke(cli, ["checkpoint", "close", "offsite", "--outcome",
+                                   "postponed to spring", *flags])
+    assert res.exit_code == 0 and "closed task offsite" in res.output
+    with ToolDispatcher(mem, alice, task="release-v17") as tools:
+        out = tools.dispatch("close_task", {"outcome": "done"})
+        assert out["task"] == "release-v17" and out["outcome"] == "done"
+    assert mem.checkpoints.tasks(alice) == []
+    with pytest.raises(NotFound):
+        mem.checkpoints.close(alice, "never-started")

@@ -22,7 +22,7 @@ EXPECTED = {
     "get_current_task", "save_checkpoint", "get_durable_records", "search_history", "recall",
     "propose_memory", "log_episode", "scratch_write", "scratch_read", "scratch_list",
     "begin_operation", "complete_operation", "forget", "get", "feedback", "list_facts",
-    "retire_fact",
+    "retire_fact", "close_task",
 }
 
 
@@ -329,6 +329,7 @@ def test_every_tool_accepts_null_for_its_optional_arguments(mem: Memory) -> None
                "scratch_read": {"key": "k"}, "begin_operation": {"key": "k", "intent": "i"},
                "complete_operation": {"key": "k"}, "forget": {"match": "nothing-like-this"},
                "save_checkpoint": {"task": "t", "objective": "o"},
+               "close_task": {"task": "t"},
                "get": {"ref": "fact:01ZZZZZZZZZZZZZZZZZZZZZZZZ"},
                "feedback": {"ref": "fact:01ZZZZZZZZZZZZZZZZZZZZZZZZ", "signal": "useful"},
                "retire_fact": {"ref": "fact:01ZZZZZZZZZZZZZZZZZZZZZZZZ", "reason": "r"}}

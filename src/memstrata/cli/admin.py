@@ -162,6 +162,22 @@ def checkpoint_save(as_json: bool, task: str, objective: str | None, next_action
         click.echo(f"saved checkpoint {task} v{cp.version}")
 
 
+@checkpoint.command("close")
+@store_options
+@json_option
+@click.argument("task")
+@click.option("--outcome", default=None, help="How the task ended (also logged as an episode).")
+def checkpoint_close(as_json: bool, task: str, outcome: str | None) -> None:
+    """End TASK: it leaves working context and session context; its history stays."""
+    mem = open_memory(embedder=None)
+    cp = mem.checkpoints.close(current_scope(), task, outcome=outcome, by="cli")
+    if as_json:
+        emit_json(cp)
+    else:
+        click.echo(f"closed task {task} (checkpoint v{cp.version})"
+                   + (f": {cp.outcome}" if cp.outcome else ""))
+
+
 @click.group()
 def ledger() -> None:
     """The operation ledger: idempotency keys for side effects."""

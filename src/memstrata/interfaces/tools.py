@@ -36,6 +36,7 @@ import pydantic
 
 from ..arguments import (
     BeginOperationArgs,
+    CloseTaskArgs,
     CompleteOperationArgs,
     FeedbackArgs,
     ForgetArgs,
@@ -147,6 +148,14 @@ def _save_checkpoint(d: ToolDispatcher, a: SaveCheckpointArgs) -> dict[str, Any]
     fields = a.model_dump(exclude={"task"}, exclude_none=True)
     cp = d.mem.checkpoints.save(d.scope, task, by=f"tools:{d.run_id}", **fields)
     return {"saved": cp.ref, "task": task, "version": cp.version, "fields": sorted(fields)}
+
+
+def _close_task(d: ToolDispatcher, a: CloseTaskArgs) -> dict[str, Any]:
+    task = a.task or d.task
+    if task is None:
+        raise ValidationError("no task to close", hint="pass task, or start the server with --task")
+    cp = d.mem.checkpoints.close(d.scope, task, outcome=a.outcome, by=f"tools:{d.run_id}")
+    return {"closed": cp.ref, "task": task, "outcome": cp.outcome}
 
 
 def _get_durable_records(d: ToolDispatcher, a: GetDurableRecordsArgs) -> dict[str, Any]:
@@ -280,6 +289,10 @@ TOOLS: tuple[ToolDef, ...] = (
             "Save the task's handoff state so a fresh worker can resume. Fields you pass "
             "overwrite their current values; the others carry forward. Returns a receipt.",
             SaveCheckpointArgs, _save_checkpoint),
+    ToolDef("close_task",
+            "End a task when it is done or abandoned: it leaves the working context, its "
+            "history stays searchable. Give the outcome in a sentence.",
+            CloseTaskArgs, _close_task, title="Close a task"),
     ToolDef("get_durable_records",
             "Load identity facts (who we work for, what always applies) and the current "
             "durable facts of this scope. Call it first in a session.",

@@ -7,15 +7,19 @@ Contract:
 - ``current(scope, task)`` returns the latest version in full, or None; it is
   read straight from the store, so a brand-new process can resume from it.
 - List fields must be lists of strings; text is screened for secrets.
+- ``close(scope, task, outcome=...)`` ends a task with a last ``closed`` version: it leaves
+  ``tasks()``, working context and session context, its history stays; saving again
+  reopens it; an outcome is also logged as an episode (by the facade's callback).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..clock import Clock, from_text
-from ..errors import ValidationError
+from ..errors import NotFound, ValidationError
 from ..governance.safety import redact_secrets
 from ..inputs import MAX_NAME, MAX_TEXT, clean_text, text_arg
 from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
@@ -57,9 +61,12 @@ def _clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
 
 def checkpoint_from_row(row: Row) -> Checkpoint:
     data = json.loads(row["data"])
+    closed = data.get("closed") or {}
     return Checkpoint.model_construct(
         scope=scope_from_row(row), task=row["task"], version=int(row["version"]),
         updated_at=from_text(row["updated_at"]), updated_by=row["updated_by"],
+        status="closed" if closed else "open", closed_at=from_text(closed.get("at")),
+        outcome=closed.get("outcome"),
         **{f: data.get(f, [] if f in _LIST_FIELDS else None) for f in CHECKPOINT_FIELDS},
     )
 
@@ -72,9 +79,13 @@ class Checkpoints:
 
     table = "checkpoints"
 
-    def __init__(self, db: Database, clock: Clock) -> None:
+    def __init__(self, db: Database, clock: Clock, *,
+                 on_close: Callable[[Checkpoint], None] | None = None) -> None:
         self._db = db
         self._clock = clock
+        #: Called with the closing version when a task closes with an outcome (the facade
+        #: logs it as an episode: this layer writes only its own table).
+        self._on_close = on_close
 
     def save(self, scope: Scope | dict[str, Any], task: str, *, by: str | None = None,
              updated_by: str | None = None, **fields: Any) -> Checkpoint:
@@ -97,6 +108,7 @@ class Checkpoints:
             prev = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? "
                           "ORDER BY r.version DESC LIMIT 1", (*params, task))
             data = json.loads(prev["data"]) if prev else {}
+            data.pop("closed", None)  # saving again reopens a closed task
             data.update(clean)
             version = (int(prev["version"]) if prev else 0) + 1
             tx.execute(
@@ -109,6 +121,42 @@ class Checkpoints:
                          (*params, task, version))
         assert row is not None
         return checkpoint_from_row(row)
+
+    def close(self, scope: Scope | dict[str, Any], task: str, *, outcome: str | None = None,
+              by: str | None = None) -> Checkpoint:
+        """End a task: a last version marked ``closed`` (with the outcome, if any). The task
+        leaves working context and session context; its versions stay, and saving again
+        reopens it. An outcome is also logged as an episode."""
+        scope = make_scope(scope)
+        task = _clean_task(task)
+        if outcome is not None:
+            outcome = redact_secrets(text_arg(outcome, "outcome", max_len=MAX_TEXT))[0]
+        who = None if by is None else text_arg(by, "by", max_len=MAX_NAME)
+        where, params = exact_sql(scope)
+        now = self._clock.now()
+        with self._db.transaction(scope.tenant) as tx:
+            prev = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? "
+                          "ORDER BY r.version DESC LIMIT 1", (*params, task))
+            if prev is None:
+                raise NotFound(f"no checkpoint for task {task!r} in {scope}",
+                               hint="save a checkpoint before closing the task")
+            data = json.loads(prev["data"])
+            if data.get("closed"):
+                return checkpoint_from_row(prev)
+            data["closed"] = {"at": now.isoformat(), "outcome": outcome}
+            version = int(prev["version"]) + 1
+            tx.execute(
+                f"INSERT INTO checkpoints ({SCOPE_COLUMNS}, task, version, data, updated_at, "
+                "updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*scope_values(scope), task, version, json.dumps(data, sort_keys=True), now,
+                 who))
+            row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? AND r.version = ?",
+                         (*params, task, version))
+        assert row is not None
+        closed = checkpoint_from_row(row)
+        if outcome is not None and self._on_close is not None:
+            self._on_close(closed)
+        return closed
 
     def current(self, scope: Scope | dict[str, Any], task: str) -> Checkpoint | None:
         """The latest version of the task's checkpoint, or None."""
@@ -130,14 +178,18 @@ class Checkpoints:
                           (*params, task))
         return [checkpoint_from_row(r) for r in rows]
 
-    def tasks(self, scope: Scope | dict[str, Any]) -> list[str]:
-        """The tasks of exactly this scope that have a checkpoint, by name."""
+    def tasks(self, scope: Scope | dict[str, Any], *,
+              include_closed: bool = False) -> list[str]:
+        """The tasks of exactly this scope that have a checkpoint, by name (open ones only,
+        unless ``include_closed``)."""
         scope = make_scope(scope)
         where, params = exact_sql(scope)
         with self._db.transaction(scope.tenant, write=False) as tx:
-            rows = tx.all(f"SELECT DISTINCT r.task AS task FROM checkpoints r WHERE {where} "
-                          "ORDER BY r.task", params)
-        return [r["task"] for r in rows]
+            rows = tx.all(f"{_SELECT} WHERE {where} AND r.version = (SELECT max(v.version) "
+                          "FROM checkpoints v WHERE v.tenant = r.tenant AND v.scope_key = "
+                          "r.scope_key AND v.task = r.task) ORDER BY r.task", params)
+        return [r["task"] for r in rows
+                if include_closed or not json.loads(r["data"]).get("closed")]
 
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
         """Delete (unless ``dry_run``) every version of the checkpoints whose task or data

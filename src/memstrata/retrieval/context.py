@@ -89,7 +89,12 @@ def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
                 always=True)
     if task is not None:
         cp = checkpoints.current(scope, task)
-        if cp is not None:
+        if cp is not None and cp.status == "closed":
+            manifest.append(ManifestEntry(ref=cp.ref, layer="checkpoint", included=False,
+                                          reason=f"task {task!r} was closed"
+                                                 + (f": {cp.outcome}" if cp.outcome else ""),
+                                          tokens=0))
+        elif cp is not None:
             add(checkpoint_text(cp), cp.ref, "checkpoint",
                 f"current checkpoint of task {task!r}: loaded in full", always=True)
         else:
