@@ -79,6 +79,7 @@ class Agent:
 
 
 def fresh(**kwargs: Any) -> tuple[Transcript, Agent]:
+    kwargs.setdefault("cap_unit", "tokens")  # these tests size observations in tokens
     transcript = Transcript(**kwargs)
     transcript.add(role="system", content=SYSTEM)
     transcript.add(role="user", content=QUESTION)
@@ -456,3 +457,20 @@ def test_extraction_and_the_transcript_flatten_messages_the_same_way() -> None:
         assert turn.content == content_text(content)
     assert turns[2].role == "tool" and "stale cache" in turns[2].content
     assert "nested result" in turns[4].content
+
+
+def test_the_observation_cap_counts_characters_by_default() -> None:
+    """A 20,000-character page enters capped at 4,000 characters, as the protocol says."""
+    transcript = Transcript(budget_tokens=100_000)
+    assert transcript.observation_cap == 4000 and transcript.cap_unit == "chars"
+    transcript.add(role="user", content="Summarise the page.")
+    transcript.add(role="assistant", content="",
+                   tool_calls=[{"id": "c1", "type": "function",
+                                "function": {"name": "fetch", "arguments": "{}"}}])
+    page = "word " * 4000
+    transcript.add(role="tool", tool_call_id="c1", content=page)
+    stored = transcript.messages()[-1]["content"]
+    assert len(stored) <= 4000 and "characters cut" in stored
+    assert stored.startswith("word word")
+    with pytest.raises(ValidationError):
+        Transcript(cap_unit="words")

@@ -20,8 +20,9 @@ unit of eviction, so a call and its results are never separated.
 
 Rules, applied as messages are added (each change is logged in ``events``):
 
-1. Cap: a tool observation longer than ``observation_cap`` tokens keeps its
-   head and ends with a marker naming how many tokens were cut.
+1. Cap: a tool observation longer than ``observation_cap`` keeps its head and ends with
+   a marker naming how much was cut. The cap is in characters by default (4,000, the
+   protocol's cap, about 1,200 tokens); ``cap_unit="tokens"`` counts tokens instead.
 2. Repeats: when a successful tool result has the same ``url`` as an older
    one, or identical content, the older one's content becomes a one-line
    stub - ``(same result as turn N)``, or ``(superseded: same URL fetched
@@ -56,7 +57,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import ProviderError, ValidationError
 from ..providers.llm import LLMClient
@@ -298,8 +299,19 @@ class _Entry:
     tokens: int = 0
 
 
-def _cut(text: str, cap: int) -> str:
-    """``text`` within ``cap`` tokens, ending in a marker that says what was cut."""
+def _cut(text: str, cap: int, unit: str = "tokens") -> str:
+    """``text`` within ``cap`` tokens (or characters), ending in a marker that says what was
+    cut."""
+    if unit == "chars":
+        if len(text) <= cap:
+            return text
+        kept = cap
+        for _ in range(3):
+            marker = f"\n[… truncated by memstrata: {len(text) - kept} of {len(text)} " \
+                     "characters cut]"
+            kept = max(0, cap - len(marker))
+        return text[:kept] + (f"\n[… truncated by memstrata: {len(text) - kept} of "
+                              f"{len(text)} characters cut]")
     total = count_tokens(text)
     if total <= cap:
         return text
@@ -322,7 +334,10 @@ class Transcript:
         keep_last: int = 4,
         *,
         summary_tokens: int | None = None,
+        cap_unit: Literal["chars", "tokens"] = "chars",
     ) -> None:
+        if cap_unit not in ("chars", "tokens"):
+            raise ValidationError(f"cap_unit must be 'chars' or 'tokens', got {cap_unit!r}")
         if budget_tokens <= 0 or observation_cap <= 0 or keep_last < 1:
             raise ValidationError(
                 "Transcript needs budget_tokens > 0, observation_cap > 0 and keep_last >= 1",
@@ -332,6 +347,7 @@ class Transcript:
             )
         self.budget_tokens = budget_tokens
         self.observation_cap = observation_cap
+        self.cap_unit = cap_unit
         self.keep_last = keep_last
         self.summary_tokens = summary_tokens or max(64, budget_tokens // 5)
         self.summariser: Summariser = summariser or ExtractiveSummariser(self.summary_tokens)
@@ -449,7 +465,7 @@ class Transcript:
         entry.failed = data.get("ok") is False or data.get("is_error") is True
         text = content_text(data.get("content"))
         entry.digest = hashlib.sha256(text.strip().encode()).hexdigest()
-        capped = _cut(text, self.observation_cap)
+        capped = _cut(text, self.observation_cap, self.cap_unit)
         if capped != text or not isinstance(data.get("content"), str):
             data["content"] = capped
         if capped != text:
