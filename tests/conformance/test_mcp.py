@@ -223,3 +223,30 @@ def test_mcp_without_its_extra_says_what_to_install(tmp_path: Path) -> None:
                          env={"MEMSTRATA_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 2, out.stderr
     assert "pip install 'memstrata[mcp]'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_resources_and_the_session_start_prompt(mem: Memory) -> None:
+    mem.facts.propose(ALICE, claim="Alice prefers async standups", kind="preference",
+                      subject="alice", attribute="standup_format", actor="user", source="chat")
+    mem.checkpoints.save(ALICE, "release-v17", objective="Ship v17 notes",
+                         next_action="collect merged PRs")
+    server = build_server(mem, ALICE, task="release-v17")
+
+    async def main() -> None:
+        async with Client(server) as client:
+            listed = await client.list_resources()
+            uris = {str(r.uri) for r in listed.resources}
+            assert uris == {"memstrata://identity", "memstrata://working-context",
+                            "memstrata://episodic", "memstrata://task/release-v17"}
+            working = await client.read_resource("memstrata://working-context")
+            assert "Alice prefers async standups" in working.contents[0].text
+            task = await client.read_resource("memstrata://task/release-v17")
+            assert "collect merged PRs" in task.contents[0].text
+            prompts = await client.list_prompts()
+            assert [p.name for p in prompts.prompts] == ["session_start"]
+            got = await client.get_prompt("session_start", {})
+            text = got.messages[0].content.text
+            assert "get_durable_records" in text and "Ship v17 notes" in text
+
+    asyncio.run(main())
+    server.memstrata_tools.close()  # type: ignore[attr-defined]

@@ -15,6 +15,10 @@ Contract:
 - Transports: stdio (:func:`serve_stdio`) and streamable HTTP bound to
   127.0.0.1 only (:func:`serve_http`): there is no authentication, so the
   server never listens on another interface.
+- Resources: ``memstrata://identity``, ``memstrata://working-context``,
+  ``memstrata://episodic`` (the three memory files of the scope, rendered from the store)
+  and ``memstrata://task/TASK`` (the server's task's checkpoint). The prompt
+  ``session_start`` loads the read protocol and what the session starts with.
 - Library calls run in a worker thread so a slow embedder never stalls the
   event loop.
 """
@@ -154,6 +158,63 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
         for t in TOOLS
     ]
     schemas = {t.name: t.input_schema() for t in TOOLS}
+    files = {"identity": "identity.md", "working-context": "working-context.md",
+             "episodic": "episodic.md"}
+
+    def read_file(name: str) -> str:
+        from .memory_files import collect
+
+        return collect(mem, tools.scope).render()[files[name]]
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        listed = [types.Resource(name=name, title=f"memstrata {fname}",
+                                 uri=f"memstrata://{name}", mime_type="text/markdown",
+                                 description=f"{fname} of {tools.scope}, rendered from the "
+                                             "store (read identity and working context first)")
+                  for name, fname in files.items()]
+        if tools.task is not None:
+            listed.append(types.Resource(
+                name="task", title=f"checkpoint of {tools.task}",
+                uri=f"memstrata://task/{tools.task}", mime_type="text/markdown",
+                description="the current checkpoint of the server's task, in full"))
+        return types.ListResourcesResult(resources=listed)
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        from ..errors import NotFound
+        from ..retrieval.context import checkpoint_text
+
+        uri = str(params.uri)
+        name = uri.removeprefix("memstrata://")
+        if name in files:
+            text = await anyio.to_thread.run_sync(read_file, name)
+        elif name.startswith("task/"):
+            cp = await anyio.to_thread.run_sync(mem.checkpoints.current, tools.scope,
+                                                name.removeprefix("task/"))
+            text = checkpoint_text(cp) if cp is not None else "no checkpoint saved yet"
+        else:
+            raise NotFound(f"no resource {uri}", hint="list the resources first")
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=uri, mime_type="text/markdown", text=text)])
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(
+            name="session_start", title="Start a session with memory",
+            description="Load identity, durable facts and the current task, then work by "
+                        "memstrata's read/write protocol.",
+            arguments=[types.PromptArgument(name="task", required=False,
+                                            description="The task to resume.")])])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams
+                         ) -> types.GetPromptResult:
+        task = (params.arguments or {}).get("task") or tools.task
+        ctx_text = await anyio.to_thread.run_sync(
+            lambda: mem.context(tools.scope, task=task).text)
+        body = (f"{INSTRUCTIONS}\nWhat memory holds for this session ({tools.scope}):\n\n"
+                f"{ctx_text or '(nothing yet)'}")
+        return types.GetPromptResult(
+            description="session start", messages=[types.PromptMessage(
+                role="user", content=types.TextContent(type="text", text=body))])
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listing)
@@ -174,6 +235,8 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
         name, version=__version__, title="memstrata",
         description="Layered, governed memory for LLM agents", instructions=INSTRUCTIONS,
         on_list_tools=list_tools, on_call_tool=call_tool,
+        on_list_resources=list_resources, on_read_resource=read_resource,
+        on_list_prompts=list_prompts, on_get_prompt=get_prompt,
         get_tool_input_schema=schemas.get,
     )
     server.memstrata_tools = tools  # type: ignore[attr-defined]
