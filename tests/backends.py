@@ -28,7 +28,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memstrata import ManualClock, Memory
+from memstrata import ManualClock, Memory, Scope
 from services import AppDatabase, PostgresService, create_app_database, drop_app_database
 
 BACKENDS = ("sqlite", "postgres", "postgres+redis")
@@ -140,6 +140,15 @@ def vmem(store_url: str, scratch_url: str | None, clock: ManualClock,
     m = open_store(store_url, scratch_url, clock, minilm)
     yield m
     m.close()
+
+
+def lexical_matches(mem: Memory, scope: Scope, query: str, k: int = 20) -> set[str]:
+    """Episode refs the lexical index alone matches (their text, date and thread context),
+    before the ranker's evidence floor: what an index test checks."""
+    where, params = mem.episodes.filter_sql(scope, None)
+    with mem.db.transaction(scope.tenant, write=False) as tx:
+        return {f"episode:{i}" for i, _ in mem.db.text_search(tx, "episodes", query, where,
+                                                              params, k)}
 
 
 class StoreProbe:

@@ -262,13 +262,18 @@ def test_recipe_date_boost_prefers_the_named_month() -> None:
 
 def test_run_end_to_end_with_minilm(data_file: Path) -> None:
     result = run(data_file, embedder="minilm", ks=(1, 5))
-    assert set(result["retrievers"]) == {"memstrata", "bm25", "vector", "rrf", "recipe"}
+    assert set(result["retrievers"]) == {"memstrata", "memstrata-history", "bm25", "vector",
+                                         "rrf", "recipe"}
     assert result["load"]["skipped_questions"] == 2
     recipe = result["retrievers"]["recipe"]["categories_1_4"]
     assert 0.0 <= recipe["recall@1"] <= recipe["recall@5"] <= 1.0
     # the store itself (episodes + recall gate) answers through the same harness
     store = result["retrievers"]["memstrata"]["categories_1_4"]
     assert 0.0 < store["recall@5"] <= 1.0
+    # and the agent tool search_history ranks exactly as recall does
+    history = result["retrievers"]["memstrata-history"]["categories_1_4"]
+    assert {k: history[k] for k in ("recall@1", "recall@5", "mrr")} == {
+        k: store[k] for k in ("recall@1", "recall@5", "mrr")}
     # 8 turns and k=5: the top 5 hold most but not all of the conversation
     assert 0.3 < recipe["token_share@5"] < 1.0
     json.dumps(result)  # JSON-ready

@@ -39,7 +39,17 @@ from .layers.retention import sweep as _sweep
 from .layers.review import Review
 from .layers.runs import Runs
 from .layers.scratch import DEFAULT_TTL, Scratch, SQLScratchStore
-from .models import Checkpoint, Context, Episode, Fact, ForgetReport, Operation, Scope, make_scope
+from .models import (
+    Checkpoint,
+    Context,
+    Episode,
+    Fact,
+    ForgetReport,
+    Hit,
+    Operation,
+    Scope,
+    make_scope,
+)
 from .retrieval.context import assemble
 from .retrieval.ranking import Ranker, RankSources, hybrid
 from .retrieval.recall import Gate, Recall
@@ -53,6 +63,9 @@ if TYPE_CHECKING:
     from .extraction.proposers import Proposer
     from .extraction.run import ExtractionReport
     from .providers.embeddings import Embedder
+
+#: ``episodes.search`` asks the gate with this budget, so ``k`` alone bounds its answer.
+HISTORY_BUDGET = 1_000_000
 
 
 class Memory:
@@ -81,6 +94,14 @@ class Memory:
         self.scratch_store: ScratchStore = scratch_store or SQLScratchStore(db)
         self.gate = Gate(RankSources(db, self.facts, self.episodes, self.index), self.policy,
                          self.clock)
+        self.episodes.bind_ranker(self._rank_history)
+
+    def _rank_history(self, scope: Scope, query: str, k: int, since: datetime | None,
+                      until: datetime | None, principal: str | None) -> list[Hit]:
+        """``episodes.search``: the gate over the log alone; ``k`` bounds the answer."""
+        return self.gate.recall(scope, query, layers=["episodes"], k=k,
+                                budget_tokens=HISTORY_BUDGET, principal=principal,
+                                since=since, until=until).items
 
     @classmethod
     def open(cls, url: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,

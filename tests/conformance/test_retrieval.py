@@ -150,3 +150,46 @@ def test_a_hit_shows_how_an_episode_ended(vmem: Memory) -> None:
                          source="chat", event="plan", outcome="abandoned")
     [hit] = vmem.recall(ALICE, "migrate the docs site to Hugo", k=1).items
     assert hit.outcome == "abandoned" and hit.event == "plan"
+
+
+# -- one ranking path: episodes.search, search_history and recall(layers=["episodes"]) ----
+
+def _history(mem: Memory) -> None:
+    for i, text in enumerate((
+            "The nightly build broke because the lockfile pinned an old compiler",
+            "Alice moved the team offsite to the lake house in June",
+            "We rolled back the payment service after checkout errors spiked",
+            "Bob asked for the quarterly numbers by Friday",
+            "The CI runners ran out of disk during the docker cache warmup")):
+        mem.clock.advance(minutes=5)  # type: ignore[attr-defined]
+        mem.episodes.append(ALICE, text=text, actor="user", source=f"chat:s1/t{i}")
+
+
+def test_search_history_ranks_like_recall_and_finds_paraphrases(vmem: Memory) -> None:
+    from memstrata import ToolDispatcher
+    _history(vmem)
+    query = "why did we undo the billing deploy"  # no word in common with the rollback line
+    recalled = vmem.recall(ALICE, query, layers=["episodes"], k=3, budget_tokens=10_000)
+    searched = vmem.episodes.search(ALICE, query, k=3)
+    with ToolDispatcher(vmem, ALICE) as tools:
+        tool_hits = tools.dispatch("search_history", {"query": query, "k": 3})["hits"]
+    assert recalled.items, recalled.empty_reason
+    assert "payment service" in recalled.items[0].excerpt
+    assert [h.ref for h in searched] == recalled.refs
+    assert [h["ref"] for h in tool_hits] == recalled.refs
+    assert all(0.0 < h.score <= 1.0 for h in searched)
+    assert [h.score for h in searched] == [h.score for h in recalled.items]
+
+
+def test_search_history_keeps_its_filters_on_the_shared_ranker(vmem: Memory) -> None:
+    _history(vmem)
+    first = vmem.episodes.search(ALICE, "nightly build lockfile compiler", k=5)
+    assert first and "lockfile" in first[0].excerpt
+    cut = first[0].date
+    assert cut is not None
+    later = vmem.episodes.search(ALICE, "nightly build lockfile compiler", k=5,
+                                 since=cut.isoformat(timespec="microseconds"))
+    assert first[0].ref in {h.ref for h in later}
+    assert vmem.episodes.search(ALICE, "nightly build lockfile compiler", k=5,
+                                until="2000-01-01") == []
+    assert vmem.episodes.search(Scope(user="bob"), "nightly build lockfile compiler") == []

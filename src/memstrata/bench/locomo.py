@@ -725,15 +725,18 @@ class _DocumentCache:
         return self._inner.embed_query(text)
 
 
-RETRIEVER_NAMES: tuple[str, ...] = ("memstrata", "bm25", "vector", "rrf", "recipe")
+RETRIEVER_NAMES: tuple[str, ...] = ("memstrata", "memstrata-history", "bm25", "vector", "rrf",
+                                     "recipe")
 
 
 def _embedding_factory(name: str, embedder: Embedder) -> RetrieverFactory:
     def build(turns: Sequence[Turn]) -> Retriever:
-        if name == "memstrata":
+        if name in ("memstrata", "memstrata-history"):
             from .locomo_store import StoreRetriever
 
-            return StoreRetriever(turns, embedder)
+            return StoreRetriever(turns, embedder,
+                                  path="search_history" if name == "memstrata-history"
+                                  else "recall")
         if name == "vector":
             return VectorRetriever(turns, embedder)
         if name == "rrf":

@@ -4,7 +4,8 @@ Each conversation gets a fresh embedded store. Every turn is appended as an
 episode — ``text`` (with the shared image's caption), ``subject`` = the
 speaker, ``observed_at`` = the session date, ``source`` = the session (so a
 session is one thread and each turn is indexed with the turns before it) —
-and each question goes through ``mem.recall(..., layers=["episodes"])``.
+and each question goes through ``mem.recall(..., layers=["episodes"])`` or (``path=
+"search_history"``) through the agent tool ``search_history``, as the MCP server calls it.
 Only the turns, their speakers and session dates are used: never the QA
 annotations, observations or summaries.
 """
@@ -27,7 +28,11 @@ from ..models import Scope
 class StoreRetriever:
     """Searches one conversation through a real memstrata store."""
 
-    def __init__(self, turns: Sequence[Any], embedder: Any) -> None:
+    def __init__(self, turns: Sequence[Any], embedder: Any, *, path: str = "recall") -> None:
+        if path not in ("recall", "search_history"):
+            raise ValueError(f"path must be 'recall' or 'search_history', not {path!r}")
+        self.path = path
+        self._tools: Any = None
         self._dir = Path(tempfile.mkdtemp(prefix="memstrata-locomo-"))
         last = max(t.date for t in turns)
         self.mem = Memory.open(f"sqlite:///{self._dir / 'conv.db'}", embedder=embedder,
@@ -43,11 +48,23 @@ class StoreRetriever:
         self._dia = {e.ref: t.dia_id for e, t in zip(stored, turns, strict=True)}
 
     def search(self, question: str, k: int) -> list[str]:
-        res = self.mem.recall(self.scope, question, k=k, layers=["episodes"],
-                              budget_tokens=100_000)
-        return [self._dia[h.ref] for h in res.items if h.ref in self._dia]
+        if self.path == "search_history":
+            if self._tools is None:  # one dispatcher per conversation, as an MCP session
+                from ..interfaces.tools import ToolDispatcher
+
+                self._tools = ToolDispatcher(self.mem, self.scope)
+            hits = self._tools.dispatch("search_history", {"query": question, "k": k})["hits"]
+            refs = [h["ref"] for h in hits]
+        else:
+            res = self.mem.recall(self.scope, question, k=k, layers=["episodes"],
+                                  budget_tokens=100_000)
+            refs = [h.ref for h in res.items]
+        return [self._dia[r] for r in refs if r in self._dia]
 
     def close(self) -> None:
+        if self._tools is not None:
+            self._tools.close()
+            self._tools = None
         self.mem.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 

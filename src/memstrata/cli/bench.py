@@ -92,7 +92,8 @@ def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None, 
 @click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False),
               help="locomo_dev.json (e.g. ../shared/bench/locomo/locomo_dev.json).")
 @click.option("--retrievers", default="memstrata,bm25,vector,rrf,recipe", show_default=True,
-              help="memstrata = the store and its recall gate; the rest are baselines and the "
+              help="memstrata = the store and its recall gate; memstrata-history = the same store "
+                   "through the agent tool search_history; the rest are baselines and the "
                    "standalone reference recipe.")
 @click.option("--embedder", default="minilm", show_default=True)
 @click.option("--out", default="bench-results/locomo.json", show_default=True)

@@ -26,7 +26,7 @@ Contract:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -138,6 +138,11 @@ def episode_hit(ep: Episode, score: float, superseded: bool, terms_: Sequence[st
                untrusted="untrusted" in ep.flags, outcome=ep.outcome, tokens=count_tokens(text))
 
 
+#: A ranked search of the log: ``(scope, query, k, since, until, principal) -> hits``.
+HistorySearch = Callable[[Scope, str, int, datetime | None, datetime | None, str | None],
+                         list[Hit]]
+
+
 class Episodes:
     """The episodic layer; reached as ``mem.episodes``."""
 
@@ -150,6 +155,13 @@ class Episodes:
         self._policy = policy
         self._index = index
         self._default_tenant = default_tenant
+        self._ranked: HistorySearch | None = None
+
+    def bind_ranker(self, search: HistorySearch) -> None:
+        """Let :meth:`search` rank with the store's ranker. The facade binds the gate's, so
+        every path that searches the log shares one ranking (this layer cannot import the
+        gate, which reads it)."""
+        self._ranked = search
 
     # -- the rules of this layer -------------------------------------------
     @staticmethod
@@ -426,12 +438,26 @@ class Episodes:
     def search(self, scope: Scope | dict[str, Any], query: str, k: int = 5, *,
                since: datetime | str | None = None, until: datetime | str | None = None,
                principal: str | None = None, include_superseded: bool = True) -> list[Hit]:
-        """Lexical search of the log within scope and dates; current entries first."""
+        """Search the log within scope and dates, best first.
+
+        Inside a :class:`~memstrata.Memory` this is the store's ranker (the one behind
+        ``recall(layers=["episodes"])`` and the ``search_history`` tool: lexical + vectors
+        + adjustments, scores on the gate's 0..1 scale, the same order for the same request).
+        A layer used on its own, with no ranker bound, searches lexically."""
         scope = make_scope(scope)
         query = text_arg(query, "query", max_len=4000,
                          hint="describe what to look for in past events")
         k = int_arg(k, "k", low=1, high=MAX_K)
         since_dt, until_dt = date_arg(since, "since"), date_arg(until, "until")
+        if self._ranked is not None:
+            hits = self._ranked(scope, query, k, since_dt, until_dt, principal)
+            if include_superseded:
+                return hits
+            current = [h for h in hits if h.status != "superseded"]
+            if len(current) < len(hits) and k < MAX_K:
+                current = [h for h in self._ranked(scope, query, MAX_K, since_dt, until_dt,
+                                                   principal) if h.status != "superseded"]
+            return current[:k]
         where, params = self.filter_sql(scope, principal, since=since_dt, until=until_dt)
         with self._db.transaction(scope.tenant, write=False) as tx:
             scored = self._db.text_search(tx, "episodes", query, where, params, k * 4)
