@@ -193,3 +193,14 @@ def test_search_history_keeps_its_filters_on_the_shared_ranker(vmem: Memory) -> 
     assert vmem.episodes.search(ALICE, "nightly build lockfile compiler", k=5,
                                 until="2000-01-01") == []
     assert vmem.episodes.search(Scope(user="bob"), "nightly build lockfile compiler") == []
+
+
+def test_an_episodes_layer_without_the_gate_refuses_to_search(mem: Memory) -> None:
+    import pytest
+
+    from memstrata import ConfigError
+    from memstrata.layers.episodes import Episodes
+    layer = Episodes(mem.db, mem.clock, mem.policy, mem.index)
+    with pytest.raises(ConfigError) as err:
+        layer.search(ALICE, "anything")
+    assert err.value.hint and "Memory.open" in err.value.hint

@@ -362,23 +362,11 @@ def _forget(mem: ExtractionTargets, scope: Scope, plan: _Planned) -> ExtractionI
 
 
 def _matching_fact_ids(mem: ExtractionTargets, user_scope: Scope, match: str) -> set[str]:
+    """Facts of the user that mention every content word of ``match``; forgetting them by
+    id takes their supersession history too (the facts layer's rule)."""
     wanted = content_terms(match)
-    owned = mem.facts.owned(user_scope)
-    hits = {f.id for f in owned if coverage(
+    return {f.id for f in mem.facts.owned(user_scope) if coverage(
         wanted, content_terms(f"{f.claim} {f.subject} {f.attribute}")) == 1.0}
-    links: dict[str, set[str]] = {}
-    for f in owned:
-        for other in (f.supersedes, f.superseded_by):
-            if other:
-                links.setdefault(f.id, set()).add(other)
-                links.setdefault(other, set()).add(f.id)
-    todo, seen = list(hits), set(hits)
-    while todo:  # a forgotten fact takes its supersession history with it
-        for other in links.get(todo.pop(), ()):
-            if other not in seen:
-                seen.add(other)
-                todo.append(other)
-    return seen
 
 
 def _item(plan: _Planned, status: ItemStatus, reason: str) -> ExtractionItem:

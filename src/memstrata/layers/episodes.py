@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import Field
 
 from ..clock import Clock, from_text
-from ..errors import NotFound, ValidationError
+from ..errors import ConfigError, NotFound, ValidationError
 from ..governance.policy import WritePolicy
 from ..governance.safety import screen_record
 from ..ids import new_id
@@ -67,7 +67,6 @@ from ..scoping import (
     scope_values,
 )
 from ..store.base import Database, Row, Tx
-from ..store.lexical import terms as query_terms
 from ..store.sql import chunks, contains_sql, like_param, marks
 from ..tokens import count_tokens
 from .indexing import IndexEntry, RecordIndex
@@ -440,39 +439,26 @@ class Episodes:
                principal: str | None = None, include_superseded: bool = True) -> list[Hit]:
         """Search the log within scope and dates, best first.
 
-        Inside a :class:`~memstrata.Memory` this is the store's ranker (the one behind
+        This is the store's ranker, bound by :class:`~memstrata.Memory` (the one behind
         ``recall(layers=["episodes"])`` and the ``search_history`` tool: lexical + vectors
         + adjustments, scores on the gate's 0..1 scale, the same order for the same request).
-        A layer used on its own, with no ranker bound, searches lexically."""
+        """
+        if self._ranked is None:
+            raise ConfigError("episodes.search has no ranker bound",
+                              hint="open the store with Memory.open(...), which binds the gate")
         scope = make_scope(scope)
         query = text_arg(query, "query", max_len=4000,
                          hint="describe what to look for in past events")
         k = int_arg(k, "k", low=1, high=MAX_K)
         since_dt, until_dt = date_arg(since, "since"), date_arg(until, "until")
-        if self._ranked is not None:
-            hits = self._ranked(scope, query, k, since_dt, until_dt, principal)
-            if include_superseded:
-                return hits
-            current = [h for h in hits if h.status != "superseded"]
-            if len(current) < len(hits) and k < MAX_K:
-                current = [h for h in self._ranked(scope, query, MAX_K, since_dt, until_dt,
-                                                   principal) if h.status != "superseded"]
-            return current[:k]
-        where, params = self.filter_sql(scope, principal, since=since_dt, until=until_dt)
-        with self._db.transaction(scope.tenant, write=False) as tx:
-            scored = self._db.text_search(tx, "episodes", query, where, params, k * 4)
-            found = self._read_many(tx, scope.tenant, [i for i, _ in scored])
-            superseded = self.superseded_ids(tx, scope.tenant, [i for i, _ in scored])
-        hits = []
-        terms_ = query_terms(query)
-        for rid, score in scored:
-            is_sup = rid in superseded
-            if is_sup and not include_superseded:
-                continue
-            hits.append(episode_hit(found[rid], score * (0.5 if is_sup else 1.0), is_sup,
-                                    terms_))
-        hits.sort(key=lambda h: -h.score)
-        return hits[:k]
+        hits = self._ranked(scope, query, k, since_dt, until_dt, principal)
+        if include_superseded:
+            return hits
+        current = [h for h in hits if h.status != "superseded"]
+        if len(current) < len(hits) and k < MAX_K:  # superseded ones took slots: ask wider
+            current = [h for h in self._ranked(scope, query, MAX_K, since_dt, until_dt,
+                                               principal) if h.status != "superseded"]
+        return current[:k]
 
     def _read_many(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Episode]:
         now = self._clock.now()
