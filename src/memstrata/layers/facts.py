@@ -13,7 +13,8 @@ Contract:
   claim of the same slot (an agent's, say) becomes current; the pending record is closed
   (``rejected``, reason naming the new fact), never left to swallow the confirmation.
 - The read filter of facts is :meth:`Facts.filter_sql` (scope applies, readers, status,
-  unexpired): ``current``, the ranker, the evaluation harness and by-id reads use it.
+  unexpired): ``current``, the ranker, the evaluation harness and by-id reads use it. The
+  reads live in :mod:`memstrata.layers.fact_reads` (inherited); the writes are here.
 - By-id calls (``get``, ``history``, ``retire``, ``undo_supersede``, review, feedback)
   take the caller's ``scope`` (:func:`memstrata.scoping.resolve_caller`): a fact outside it
   or unreadable by its principal is :class:`NotFound`. Without a scope the caller is the
@@ -36,77 +37,34 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..clock import Clock, from_text
-from ..errors import Conflict, NotFound, ValidationError
+from ..clock import Clock
+from ..errors import Conflict, ValidationError
 from ..governance.policy import Candidate, Verdict, WritePolicy, normalise_claim
 from ..ids import new_id
-from ..inputs import int_arg, record_id_arg, text_arg
-from ..models import DEFAULT_CONFIDENCE, Fact, Provenance, Scope, WriteResult, build, make_scope
+from ..inputs import record_id_arg, text_arg
+from ..models import DEFAULT_CONFIDENCE, Fact, Scope, WriteResult, build, make_scope
 from ..scoping import (
     SCOPE_COLUMNS,
-    applies_sql,
     dump_readers,
     exact_sql,
     load_json_list,
     owned_sql,
-    principal_of,
-    resolve_caller,
-    scope_from_row,
     scope_values,
 )
 from ..store.base import Database, Row, Tx
 from ..store.sql import chunks, marks
+from .fact_reads import COLUMNS, SELECT, FactReads, fact_from_row
 from .indexing import IndexEntry, RecordIndex
 from .selector import Selector
 
-COLUMNS = (
-    "id, kind, subject, attribute, claim, confidence, tier, sensitivity, status, actor, source, "
-    "evidence, created_at, valid_from, valid_to, recheck_after, expires_at, supersedes, "
-    "superseded_by, reason, readers, last_confirmed_at, reviewer, flags"
-)
-_SELECT = f"SELECT {SCOPE_COLUMNS}, {COLUMNS} FROM facts r"
 #: Text columns a forget ``match`` searches.
 _TEXT_COLUMNS = ("claim", "subject", "attribute", "evidence", "source", "reason")
 #: Contradicted this many times, a fact is retired (and flagged for review).
 RETIRE_AFTER_CONTRADICTIONS = 3
+#: How ``propose`` looks for duplicates (see :meth:`Facts.propose`).
+DEDUP_MODES = ("policy", "slot", "off")
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor",
                         "without", "longer", "stopped", "anymore"})
-
-
-def fact_from_row(row: Row, now: datetime | None = None) -> Fact:
-    """A Fact from its row; with ``now``, an active or pending fact past ``expires_at``
-    reads as ``expired`` even before a sweep records it."""
-    expires = from_text(row["expires_at"])
-    status = row["status"]
-    if (now is not None and expires is not None and expires <= now
-            and status in ("active", "pending_review")):
-        status = "expired"
-    return Fact.model_construct(
-        id=row["id"],
-        scope=scope_from_row(row),
-        kind=row["kind"],
-        subject=row["subject"],
-        attribute=row["attribute"],
-        claim=row["claim"],
-        confidence=float(row["confidence"]),
-        tier=row["tier"],
-        sensitivity=row["sensitivity"],
-        status=status,
-        provenance=Provenance.model_construct(actor=row["actor"], source=row["source"],
-                                              evidence=row["evidence"]),
-        created_at=from_text(row["created_at"]),
-        valid_from=from_text(row["valid_from"]),
-        valid_to=from_text(row["valid_to"]),
-        recheck_after=from_text(row["recheck_after"]),
-        expires_at=expires,
-        supersedes=row["supersedes"],
-        superseded_by=row["superseded_by"],
-        reason=row["reason"],
-        readers=load_json_list(row["readers"]),
-        last_confirmed_at=from_text(row["last_confirmed_at"]),
-        reviewer=row["reviewer"],
-        flags=load_json_list(row["flags"]) or [],
-    )
 
 
 def _negated(claim: str) -> bool:
@@ -115,7 +73,7 @@ def _negated(claim: str) -> bool:
     return bool(words & _NEGATIONS)
 
 
-class Facts:
+class Facts(FactReads):
     """The durable-fact layer; reached as ``mem.facts``."""
 
     table = "facts"
@@ -139,27 +97,6 @@ class Facts:
         """A fact's lexical entry: the claim, then its slot and kind."""
         return f"{claim}\n{subject} {attribute} {kind}"
 
-    def filter_sql(self, scope: Scope, principal: str | None, *,
-                   statuses: Sequence[str] | None = ("active",),
-                   include_expired: bool = False) -> tuple[str, list[Any]]:
-        """The WHERE fragment (alias ``r``) every read of facts applies before ranking:
-        the scope applies, the principal may read, the status is one of ``statuses``
-        (None: any) and, unless ``include_expired``, the fact has not expired."""
-        where, params = applies_sql(scope)
-        where += f" AND {self._db.readers_clause('r.readers')}"
-        params.append(principal_of(scope, principal))
-        if statuses is not None:
-            where += f" AND r.status IN ({marks(statuses)})"
-            params += list(statuses)
-        if not include_expired:
-            where += " AND (r.expires_at IS NULL OR r.expires_at > ?)"
-            params.append(self._clock.now())
-        return where, params
-
-    def caller(self, scope: Scope | dict[str, Any] | None,
-                tenant: str | None) -> tuple[str, Scope | None]:
-        return resolve_caller(scope, tenant, self._default_tenant)
-
     # -- writes -----------------------------------------------------------
     def propose(self, scope: Scope | dict[str, Any], *, claim: str, kind: str, subject: str,
                 attribute: str, actor: str | None, source: str | None,
@@ -168,8 +105,15 @@ class Facts:
                 valid_from: datetime | str | None = None,
                 expires_at: datetime | str | None = None,
                 recheck_after: datetime | str | None = None,
-                readers: Sequence[str] | None = None, reason: str | None = None) -> WriteResult:
-        """Propose a durable fact; the write policy decides what happens to it."""
+                readers: Sequence[str] | None = None, reason: str | None = None,
+                dedup: str = "policy") -> WriteResult:
+        """Propose a durable fact; the write policy decides what happens to it.
+
+        ``dedup``: ``"policy"`` (DESIGN §5 step 6: an equivalent claim in the slot, or a
+        near one by cosine in the scope, is a duplicate), ``"slot"`` (only an equivalent
+        claim in the same slot), ``"off"`` (every proposal that passes the policy is a new
+        version of its slot: for callers whose record carries more than its claim and who
+        compare records themselves, such as the LangGraph store)."""
         cand = build(
             Candidate, scope=make_scope(scope), claim=claim, kind=kind, subject=subject,
             attribute=attribute, actor=actor, source=source, confidence=confidence, tier=tier,
@@ -177,12 +121,15 @@ class Facts:
             expires_at=expires_at, recheck_after=recheck_after,
             readers=readers, reason=reason,
         )
-        return self.propose_candidate(cand)
+        return self.propose_candidate(cand, dedup=dedup)
 
-    def propose_candidate(self, cand: Candidate) -> WriteResult:
+    def propose_candidate(self, cand: Candidate, *, dedup: str = "policy") -> WriteResult:
         """Judge and store a validated candidate (used by extraction and import too)."""
         if not isinstance(cand, Candidate):
             raise ValidationError(f"expected a Candidate, got {type(cand).__name__}")
+        if dedup not in DEDUP_MODES:
+            raise ValidationError(f"dedup must be one of {', '.join(DEDUP_MODES)}, not "
+                                  f"{dedup!r}")
         now = self._clock.now()
         verdict = self._policy.judge(cand, now)
         if verdict.action == "reject":
@@ -192,9 +139,9 @@ class Facts:
         # the claim's vector is computed before the write transaction opens
         vector = self._index.embed([self.embed_text(cand.claim)])
         with self._db.transaction(cand.scope.tenant) as tx:
-            similar = self._similar(tx, cand, vector)
+            similar = self._similar(tx, cand, vector) if dedup == "policy" else []
             active = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "active")
-            dup = self._find_duplicate(tx, cand, active, similar)
+            dup = None if dedup == "off" else self._find_duplicate(tx, cand, active, similar)
             confirmed = None
             if dup is not None and dup["status"] == "pending_review" and \
                     verdict.action == "store":
@@ -270,7 +217,7 @@ class Facts:
     def _slot_row(self, tx: Tx, scope: Scope, subject: str, attribute: str,
                   status: str) -> Row | None:
         where, params = exact_sql(scope)
-        return tx.one(f"{_SELECT} WHERE {where} AND r.subject = ? AND r.attribute = ? "
+        return tx.one(f"{SELECT} WHERE {where} AND r.subject = ? AND r.attribute = ? "
                       "AND r.status = ? ORDER BY r.created_at DESC LIMIT 1",
                       (*params, subject, attribute, status))
 
@@ -298,7 +245,7 @@ class Facts:
         for fid, _score in similar:
             if active is not None and fid == active["id"]:
                 continue  # a different claim in the same slot is a conflict, never a duplicate
-            row = tx.one(f"{_SELECT} WHERE r.tenant = ? AND r.id = ? AND r.status IN "
+            row = tx.one(f"{SELECT} WHERE r.tenant = ? AND r.id = ? AND r.status IN "
                          "('active', 'pending_review') AND r.scope_key = ?",
                          (cand.scope.tenant, fid, cand.scope.key))
             if row is not None and row["kind"] == cand.kind and \
@@ -321,6 +268,20 @@ class Facts:
             tx.execute("UPDATE facts SET status = 'retired', valid_to = ?, reason = ? "
                        "WHERE tenant = ? AND id = ?", (now, reason, tenant, fact.id))
             return self._read(tx, tenant, fact.id)
+
+    def extend_expiry(self, scope: Scope | dict[str, Any],
+                      until: dict[str, datetime]) -> int:
+        """Move ``expires_at`` of active facts of exactly ``scope`` to the given times (a
+        time-to-live refreshed on read); returns how many changed."""
+        scope = make_scope(scope)
+        changed = 0
+        where, params = exact_sql(scope)
+        with self._db.transaction(scope.tenant) as tx:
+            for fid, when in until.items():
+                changed += tx.execute(
+                    f"UPDATE facts AS r SET expires_at = ? WHERE {where} AND r.id = ? AND "
+                    "r.status = 'active'", (when, *params, record_id_arg(fid, "fact")))
+        return changed
 
     def undo_supersede(self, fact_id: str, *, reason: str,
                        scope: Scope | dict[str, Any] | None = None,
@@ -481,133 +442,4 @@ class Facts:
         return [(r["id"], self.embed_text(r["claim"])) for r in tx.all(
             "SELECT id, claim FROM facts WHERE tenant = ? ORDER BY id", (tenant,))]
 
-    # -- reads ------------------------------------------------------------
-    def get(self, fact_id: str, scope: Scope | dict[str, Any] | None = None, *,
-            principal: str | None = None, tenant: str | None = None) -> Fact:
-        """One fact by id (or ``fact:ID``). With ``scope``, it must apply to the scope and be
-        readable by the principal, else NotFound."""
-        fact_id = record_id_arg(fact_id, "fact")
-        tenant, sc = self.caller(scope, tenant)
-        with self._db.transaction(tenant, write=False) as tx:
-            return self.get_in(tx, tenant, fact_id, sc, principal)
-
-    def get_in(self, tx: Tx, tenant: str, fact_id: str, scope: Scope | None = None,
-             principal: str | None = None) -> Fact:
-        fact_id = fact_id.removeprefix("fact:")
-        if scope is None:
-            row = tx.one(f"{_SELECT} WHERE r.tenant = ? AND r.id = ?", (tenant, fact_id))
-        else:
-            where, params = self.filter_sql(scope, principal, statuses=None,
-                                            include_expired=True)
-            row = tx.one(f"{_SELECT} WHERE {where} AND r.id = ?", (*params, fact_id))
-        if row is None:
-            where_ = f" in {scope}" if scope is not None else f" in tenant {tenant}"
-            raise NotFound(f"no fact {fact_id}{where_}",
-                           hint="list facts with `memstrata facts list`")
-        return fact_from_row(row, self._clock.now())
-
-    def _read(self, tx: Tx, tenant: str, fact_id: str) -> Fact:
-        row = tx.one(f"{_SELECT} WHERE r.tenant = ? AND r.id = ?", (tenant, fact_id))
-        assert row is not None
-        return fact_from_row(row, self._clock.now())
-
-    def read_many(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Fact]:
-        """Facts by id inside the caller's transaction (the caller filtered them already)."""
-        out: dict[str, Fact] = {}
-        now = self._clock.now()
-        for chunk in chunks(list(ids)):
-            for row in tx.all(f"{_SELECT} WHERE r.tenant = ? AND r.id IN ({marks(chunk)})",
-                              (tenant, *chunk)):
-                out[row["id"]] = fact_from_row(row, now)
-        return out
-
-    def current(self, scope: Scope | dict[str, Any], limit: int = 40, *,
-                principal: str | None = None, kind: str | None = None,
-                tier: str | None = None) -> builtins.list[Fact]:
-        """Active, unexpired facts that apply to ``scope`` and that the principal may read:
-        identity first, then the most specific scope, newest first."""
-        scope = make_scope(scope)
-        limit = int_arg(limit, "limit", low=0, high=100_000)
-        extra, params = "", []
-        if kind is not None:
-            extra += " AND r.kind = ?"
-            params.append(text_arg(kind, "kind", max_len=64))
-        if tier is not None:
-            extra += " AND r.tier = ?"
-            params.append(text_arg(tier, "tier", max_len=64))
-        rows = self._select(scope, principal, ("active",), extra, params, limit=limit)
-        return [fact_from_row(r) for r in rows]
-
-    def list(self, scope: Scope | dict[str, Any], *, status: str | None = None,
-             principal: str | None = None, limit: int = 200) -> builtins.list[Fact]:
-        """Facts of any status (or one) that apply to the scope, for people and exports."""
-        scope = make_scope(scope)
-        limit = int_arg(limit, "limit", low=0, high=100_000)
-        statuses = None if status is None else (text_arg(status, "status", max_len=64),)
-        rows = self._select(scope, principal, statuses, "", [], limit=limit,
-                            include_expired=True)
-        now = self._clock.now()
-        return [fact_from_row(r, now) for r in rows]
-
-    def _select(self, scope: Scope, principal: str | None, statuses: Sequence[str] | None,
-                extra: str, extra_params: Sequence[Any], *, limit: int,
-                include_expired: bool = False) -> builtins.list[Row]:
-        where, params = self.filter_sql(scope, principal, statuses=statuses,
-                                        include_expired=include_expired)
-        sql = (f"{_SELECT} WHERE {where}{extra} ORDER BY CASE r.tier WHEN 'identity' THEN 0 "
-               "ELSE 1 END, (CASE WHEN r.s_user IS NULL THEN 0 ELSE 1 END + CASE WHEN "
-               "r.s_project IS NULL THEN 0 ELSE 1 END + CASE WHEN r.s_agent IS NULL THEN 0 "
-               "ELSE 1 END) DESC, r.created_at DESC, r.id DESC LIMIT ?")
-        with self._db.transaction(scope.tenant, write=False) as tx:
-            return tx.all(sql, [*params, *extra_params, limit])
-
-    def owned(self, scope: Scope | dict[str, Any]) -> builtins.list[Fact]:
-        """Every fact *owned* by the scope (:func:`memstrata.scoping.owned_sql`), any
-        status: what a forget of this scope could reach."""
-        scope = make_scope(scope)
-        where, params = owned_sql(scope)
-        with self._db.transaction(scope.tenant, write=False) as tx:
-            rows = tx.all(f"{_SELECT} WHERE {where} ORDER BY r.created_at, r.id", params)
-        return [fact_from_row(r) for r in rows]
-
-    def history(self, fact_id: str, scope: Scope | dict[str, Any] | None = None, *,
-                principal: str | None = None,
-                tenant: str | None = None) -> builtins.list[Fact]:
-        """Every version of this fact's slot lineage, oldest first (with ``scope``: only
-        versions the caller may read; the fact itself must be one)."""
-        fact_id = record_id_arg(fact_id, "fact")
-        tenant, sc = self.caller(scope, tenant)
-        with self._db.transaction(tenant, write=False) as tx:
-            start = self.get_in(tx, tenant, fact_id, sc, principal)
-            chain = [start]
-            seen = {start.id}
-            for link in ("supersedes", "superseded_by"):
-                cur = start
-                while getattr(cur, link) and getattr(cur, link) not in seen:
-                    try:
-                        cur = self.get_in(tx, tenant, getattr(cur, link), sc, principal)
-                    except NotFound:
-                        break
-                    seen.add(cur.id)
-                    if link == "supersedes":
-                        chain.insert(0, cur)
-                    else:
-                        chain.append(cur)
-        return chain
-
-    def claim_cosines(self, scope: Scope, claim: str,
-                      ids: Sequence[str]) -> builtins.list[tuple[str, float]]:
-        """Cosine of ``claim`` to each listed fact of the tenant, best first (empty without
-        an embedder). Used by the conflict judges of extraction."""
-        index = self._index.vectors
-        if index is None or not ids:
-            return []
-        qvec = self._index.embed_query(claim)
-        if qvec is None:
-            return []
-        with self._db.transaction(scope.tenant, write=False) as tx:
-            return index.fact_scores(tx, f"r.tenant = ? AND r.id IN ({marks(ids)})",
-                                     [scope.tenant, *ids], qvec, len(ids))
-
-
-__all__ = ["COLUMNS", "RETIRE_AFTER_CONTRADICTIONS", "Facts", "fact_from_row"]
+__all__ = ["COLUMNS", "DEDUP_MODES", "RETIRE_AFTER_CONTRADICTIONS", "Facts", "fact_from_row"]
