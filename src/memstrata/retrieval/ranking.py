@@ -27,6 +27,7 @@ from ..models import Fact, Hit, Scope
 from ..scoping import principal_of
 from ..store.base import Database
 from ..store.lexical import terms
+from ..store.sql import marks
 from ..tokens import count_tokens
 from .decisions import DecisionRule
 from .temporal import window
@@ -58,6 +59,10 @@ class RankRequest:
     since: datetime | None
     until: datetime | None
     now: datetime
+    #: Only these facts may be ranked (None: every fact the filters let through). Used by
+    #: callers that select records themselves first, e.g. one namespace of the LangGraph
+    #: store; the filters still apply.
+    fact_ids: frozenset[str] | None = None
 
 
 Ranker = Callable[[RankSources, RankRequest], tuple[list[Hit], int]]
@@ -138,6 +143,10 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
         if "facts" in req.layers:
             where, params = src.facts.filter_sql(req.scope, req.principal,
                                                  statuses=("active", "superseded"))
+            if req.fact_ids is not None:
+                ids = sorted(req.fact_ids) or [""]
+                where += f" AND r.id IN ({marks(ids)})"
+                params = [*params, *ids]
             lex = dict(src.db.text_search(tx, "facts", req.query, where, params, limit))
             vec: dict[str, float] = {}
             if vectors is not None and qvec is not None:

@@ -128,6 +128,26 @@ class Gate:
         return Recall(query=query, decision=decision, items=items, tokens=used,
                       considered=considered, empty_reason=reason)
 
+    def rank(self, scope: Scope | dict[str, Any], query: str, *, fact_ids: Sequence[str],
+             k: int = 10, principal: str | None = None) -> list[Hit]:
+        """The ranker's order over the listed facts, for callers that select and page
+        records themselves (the LangGraph store): the same ranking as :meth:`recall`, the
+        same filters (scope, readers, status, expiry), without the relevance floor or the
+        token budget. Scores are on the same 0..1 scale."""
+        k = int_arg(k, "k", low=1, high=10_000)
+        scope, query, rule, chosen = validate_request(scope, query, "lookup", ["facts"],
+                                                      min(k, MAX_K), 800)
+        ids = frozenset(str(i).removeprefix("fact:") for i in fact_ids)
+        req = RankRequest(scope=scope, query=query, rule=rule, layers=chosen, k=k,
+                          principal=principal, since=None, until=None,
+                          now=self._clock.now(), fact_ids=ids)
+        ranked, _ = self.ranker(self.sources, req)
+        # a ranker that ignores ``fact_ids`` (a custom one) still returns only those facts
+        ranked = [h for h in ranked if h.layer == "facts" and h.ref.removeprefix("fact:") in ids]
+        for hit in ranked:
+            self._flag(hit, rule)
+        return ranked[:k]
+
     def _flag(self, hit: Hit, rule: DecisionRule) -> None:
         reasons = []
         if rule.verify_all:

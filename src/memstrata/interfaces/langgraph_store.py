@@ -1,0 +1,511 @@
+"""A LangGraph ``BaseStore`` on memstrata's durable facts (``pip install 'memstrata[langgraph]'``).
+
+LangGraph agents keep long-term memory in a store: JSON documents at ``(namespace, key)``
+with ``put`` / ``get`` / ``search`` / ``delete`` / ``list_namespaces`` (sync and async,
+batched) and an optional time-to-live. :class:`MemstrataStore` keeps each item as a memstrata
+fact, so items get what facts get: scope isolation, the write policy (a secret is refused,
+personal data is restricted and waits for review, an agent's writes wait for a person when
+the store writes as ``agent``), a history for every overwrite (supersession), the gate's
+hybrid ranker for ``search(query=...)``, expiry, and ``Memory.forget``.
+
+Mapping (a contract; the tests check every line):
+
+- **Namespace → scope.** The leading elements named by ``scope_keys`` fill the scope's
+  fields (default ``("user",)``: ``("alice", "memories")`` is user ``alice``); ``None`` in
+  ``scope_keys`` marks a label position (``(None, "user")`` reads LangMem's
+  ``("memories", "{user_id}")``). The store's own ``scope`` gives the tenant and any fixed
+  field. The other elements are *labels*. A namespace shorter than ``scope_keys`` is a
+  :class:`~memstrata.errors.ValidationError`.
+- **(labels, key) → the fact's slot**: subject ``lg.<label>.<label>``, attribute ``<key>``.
+  A label or key that the slot's normal form would change (case, spaces, length) carries
+  a digest of its exact text, so ``"Key"`` and ``"key"`` stay two items.
+- **Value → evidence.** The exact JSON of the item (at most 8,000 characters with its
+  envelope; larger values are refused: keep documents elsewhere and store a reference) is
+  the fact's evidence; the claim is the text of the indexed fields (``index`` paths, as in
+  LangGraph; default the whole value), which is what search ranks and what the policy
+  screens.
+- **put** on an existing key makes a new version that supersedes the old one (history
+  kept, ``created_at`` kept); an equal value changes nothing. **put None / delete** retires
+  the item (history kept; ``on_delete="forget"`` erases it with its history).
+  **ttl** (minutes) sets ``expires_at``, refreshed by reads unless ``refresh_ttl=False``;
+  an expired item is never returned, even before a sweep.
+- **search**: the items under the namespace prefix, which must name every scope position
+  (a search never spans users), filtered by ``filter`` (exact values, nested dicts,
+  ``$eq $ne $gt $gte $lt $lte``); with a ``query`` they are ranked by the gate's ranker
+  (``score`` 0..1; an item the ranker finds no evidence for, lexical or semantic, is left
+  out; items written with ``index=False`` follow, unscored), else newest first. ``index``
+  takes paths (``["content"]``) or LangGraph's ``IndexConfig`` (its ``fields``; the
+  embedder is memstrata's own).
+- **list_namespaces**: the namespaces of the items the store's scope owns, sorted, with
+  ``prefix`` / ``suffix`` conditions (``"*"`` wildcards), ``max_depth``, ``limit``,
+  ``offset``.
+- Operations of a batch run in order; a later operation sees an earlier put.
+
+Writes are made as ``actor`` (default ``"system"``: the application's own code). Pass
+``actor="agent"`` when a model decides what is written: its writes then wait for a person's
+review (``memstrata review``) and stay invisible to ``get`` and ``search`` until approved.
+A write the policy rejects raises :class:`~memstrata.errors.PolicyRejected` and changes
+nothing; one sent to review is logged (logger ``memstrata.langgraph``).
+``abatch`` runs the batch in a worker thread (the engines are thread-safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, PolicyRejected, ValidationError
+
+try:
+    from langgraph.store.base import (
+        NOT_PROVIDED,
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+        get_text_at_path,
+    )
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ConfigError("the LangGraph store needs langgraph",
+                      hint="pip install 'memstrata[langgraph]'") from exc
+
+from ..inputs import MAX_CLAIM, MAX_NAME, MAX_SOURCE, MAX_TEXT
+from ..models import FACT_KINDS, Fact, Scope, make_scope
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+log = logging.getLogger("memstrata.langgraph")
+
+#: Subject prefix of every item of the store (a label never contains ".").
+ROOT = "lg"
+SCOPE_FIELDS = ("user", "project", "agent")
+#: How many items of a namespace prefix a query ranks (newest first).
+MAX_RANKED = 5000
+_HEAD = MAX_NAME - 30
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _label(text: str) -> str:
+    """A label or key in slot form; a digest of the exact text when the form changes it."""
+    norm = " ".join(text.lower().split())  # the slot's normal form (SlotText)
+    if norm == text and "~" not in text and len(text) <= _HEAD:
+        return text
+    return f"{norm[:_HEAD - 13]}~{_digest(text)}"
+
+
+def _subject(labels: Sequence[str]) -> str:
+    """The subject of a label path (a path too long for a subject keeps the labels that fit
+    and a digest of the rest; prefix searches cut theirs the same way)."""
+    parts = [ROOT]
+    for i, label in enumerate(labels):
+        if len(".".join([*parts, _label(label)])) > _HEAD:
+            return ".".join(parts) + f".~{_digest(json.dumps(list(labels[i:])))}"
+        parts.append(_label(label))
+    return ".".join(parts)
+
+
+def _prefix_subject(labels: Sequence[str]) -> str:
+    parts = [ROOT]
+    for label in labels:
+        if len(".".join([*parts, _label(label)])) > _HEAD:
+            break
+        parts.append(_label(label))
+    return ".".join(parts)
+
+
+class NamespaceError(ValidationError, InvalidNamespaceError):
+    """A namespace LangGraph or memstrata cannot take (both libraries' error types)."""
+
+
+def _check_labels(namespace: Any, what: str = "namespace") -> tuple[str, ...]:
+    if not isinstance(namespace, tuple | list):
+        raise NamespaceError(f"{what} must be a tuple of strings",
+                             hint='e.g. ("alice", "memories")')
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise NamespaceError(
+                f"invalid {what} label {label!r} in {tuple(namespace)!r}",
+                hint="labels are non-empty strings without '.' or NUL")
+    return tuple(namespace)
+
+
+def _check_root(namespace: Any) -> tuple[str, ...]:
+    checked = _check_labels(namespace)
+    if not checked:
+        raise NamespaceError("a namespace cannot be empty", hint='e.g. ("alice", "memories")')
+    if checked[0] == "langgraph":
+        raise NamespaceError('the root label of a namespace cannot be "langgraph"')
+    return checked
+
+
+def _render(value: Any) -> str:
+    """Readable text of a JSON value: what a claim made of the whole item says."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {_render(v)}" for k, v in value.items() if v not in (None, ""))
+    if isinstance(value, list | tuple):
+        return ", ".join(_render(v) for v in value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _clip(text: str, limit: int = MAX_CLAIM) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1].rsplit(" ", 1)[0]
+    return cut + "…"
+
+
+def _compare(item_value: Any, wanted: Any) -> bool:
+    if isinstance(wanted, Mapping):
+        if any(str(k).startswith("$") for k in wanted):
+            return all(_operator(item_value, op, arg) for op, arg in wanted.items())
+        return isinstance(item_value, Mapping) and all(
+            _compare(item_value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (isinstance(item_value, list | tuple) and len(item_value) == len(wanted)
+                and all(_compare(a, b) for a, b in zip(item_value, wanted, strict=True)))
+    return bool(item_value == wanted)
+
+
+def _check_filter(flt: Any) -> None:
+    """Refuse a filter the comparison does not understand, before anything is read."""
+    if flt is None:
+        return
+    if not isinstance(flt, Mapping):
+        raise ValidationError("filter must be a mapping of field to value")
+    for key, wanted in flt.items():
+        if str(key).startswith("$") and key not in OPERATORS:
+            raise ValidationError(f"unsupported filter operator {key!r}",
+                                  hint="use " + ", ".join(OPERATORS))
+        if isinstance(wanted, Mapping):
+            _check_filter(wanted)
+
+
+OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+
+
+def _operator(value: Any, op: str, arg: Any) -> bool:
+    if op == "$eq":
+        return bool(value == arg)
+    if op == "$ne":
+        return bool(value != arg)
+    if op not in ("$gt", "$gte", "$lt", "$lte"):
+        raise ValidationError(f"unsupported filter operator {op!r}",
+                              hint="use $eq, $ne, $gt, $gte, $lt or $lte")
+    try:
+        a, b = float(value), float(arg)
+    except (TypeError, ValueError):
+        return False
+    return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
+
+
+def _matches(namespace: tuple[str, ...], cond: MatchCondition) -> bool:
+    path = tuple(cond.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = (zip(namespace, path, strict=False) if cond.match_type == "prefix" else
+             zip(reversed(namespace), reversed(path), strict=False))
+    if cond.match_type not in ("prefix", "suffix"):
+        raise ValidationError(f"unsupported match type {cond.match_type!r}",
+                              hint='use "prefix" or "suffix"')
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+class MemstrataStore(BaseStore):
+    """LangGraph's ``BaseStore`` over memstrata facts (see the module docstring)."""
+
+    supports_ttl = True
+
+    def __init__(self, mem: Memory, *, scope: Scope | dict[str, Any] | None = None,
+                 scope_keys: Sequence[str | None] = ("user",), actor: str = "system",
+                 kind: str = "profile", index: Sequence[str] | Mapping[str, Any] | None = None,
+                 ttl: TTLConfig | None = None, on_delete: str = "retire",
+                 source: str = "langgraph") -> None:
+        self.mem = mem
+        self.scope = make_scope(scope or {})
+        keys = tuple(scope_keys)
+        named = [k for k in keys if k is not None]
+        if any(k not in SCOPE_FIELDS for k in named) or len(set(named)) != len(named):
+            raise ValidationError(f"scope_keys must name distinct fields of {SCOPE_FIELDS} "
+                                  f"(or None for a label), not {keys!r}")
+        fixed = [k for k in named if getattr(self.scope, k) is not None]
+        if fixed:
+            raise ValidationError(f"scope field(s) {fixed} are fixed by the store's scope and "
+                                  "named by scope_keys too", hint="drop them from one")
+        if kind not in FACT_KINDS:
+            raise ValidationError(f"kind must be one of {', '.join(FACT_KINDS)}")
+        if on_delete not in ("retire", "forget"):
+            raise ValidationError('on_delete must be "retire" or "forget"')
+        self.scope_keys = keys
+        self.actor = actor
+        self.kind = kind
+        if isinstance(index, Mapping):  # LangGraph's IndexConfig: {"fields": [...], ...}
+            index = index.get("fields")
+        self.index = list(index) if index is not None else None
+        self.ttl_config = ttl
+        self.on_delete = on_delete
+        self.source = source
+
+    # -- mapping ------------------------------------------------------------
+    def _split(self, namespace: tuple[str, ...], *,
+               partial: bool = False) -> tuple[Scope, tuple[str, ...]]:
+        """The scope and the labels of a namespace (``partial``: a search prefix, which
+        must still name every scope position)."""
+        if len(namespace) < len(self.scope_keys):
+            what = "search prefix" if partial else "namespace"
+            names = ", ".join(k or "label" for k in self.scope_keys)
+            raise ValidationError(
+                f"the {what} {namespace!r} does not name the scope: the store reads its first "
+                f"{len(self.scope_keys)} element(s) as ({names})",
+                hint="a search never spans users; name them, e.g. "
+                     f"{tuple(k or 'memories' for k in self.scope_keys)!r}")
+        fields = self.scope.model_dump()
+        labels: list[str] = []
+        for i, label in enumerate(namespace):
+            key = self.scope_keys[i] if i < len(self.scope_keys) else None
+            if key is None:
+                labels.append(label)
+            else:
+                fields[key] = label
+        try:
+            return Scope(**fields), tuple(labels)
+        except Exception as exc:  # pydantic: a label that is no valid scope name
+            raise ValidationError(f"namespace {namespace!r} does not make a valid scope: "
+                                  f"{exc}") from None
+
+    def _namespace(self, scope: Scope, labels: Sequence[str]) -> tuple[str, ...]:
+        out: list[str] = []
+        rest = iter(labels)
+        for key in self.scope_keys:
+            out.append(next(rest) if key is None else str(getattr(scope, key)))
+        return (*out, *rest)
+
+    @staticmethod
+    def _envelope(fact: Fact) -> dict[str, Any] | None:
+        try:
+            env = json.loads(fact.provenance.evidence or "")
+        except ValueError:
+            return None
+        return env if isinstance(env, dict) and "lg" in env else None
+
+    def _item(self, fact: Fact, env: dict[str, Any], score: float | None = None,
+              searched: bool = False) -> Item:
+        created = datetime.fromisoformat(env["created_at"])
+        kwargs = {"value": env["value"], "key": env["key"], "namespace": tuple(env["ns"]),
+                  "created_at": created, "updated_at": fact.created_at or created}
+        if searched:
+            return SearchItem(**kwargs, score=score)
+        return Item(**kwargs)
+
+    def _claim(self, value: Mapping[str, Any], key: str, index: Any) -> tuple[str, bool]:
+        paths = self.index if index is None else index
+        if paths is False:
+            return _clip(key), False
+        if not paths or paths == ["$"]:
+            text = _render(value)
+        else:
+            text = " ".join(t for p in paths for t in get_text_at_path(dict(value), p))
+        return _clip(text or key), True
+
+    # -- the operations -----------------------------------------------------
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+            index: Any = None, *, ttl: Any = NOT_PROVIDED) -> None:
+        """LangGraph's ``put``, with memstrata's typed errors for a bad namespace."""
+        _check_root(namespace)
+        super().put(namespace, key, value, index, ttl=ttl)
+
+    async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+                   index: Any = None, *, ttl: Any = NOT_PROVIDED) -> None:
+        """LangGraph's ``aput``, with memstrata's typed errors for a bad namespace."""
+        _check_root(namespace)
+        await super().aput(namespace, key, value, index, ttl=ttl)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations in order (see the module docstring)."""
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, PutOp):
+                self._put(op)
+                results.append(None)
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            else:
+                raise ValidationError(f"unknown store operation {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _current(self, namespace: tuple[str, ...], key: str) -> tuple[Scope, Fact | None]:
+        scope, labels = self._split(_check_labels(namespace))
+        found = self.mem.facts.in_namespace(scope, _subject(labels), attribute=_label(key),
+                                            limit=1)
+        return scope, (found[0] if found else None)
+
+    def _refresh(self, scope: Scope, pairs: Sequence[tuple[Fact, dict[str, Any]]],
+                 refresh: bool | None) -> None:
+        if refresh is None:
+            refresh = (self.ttl_config or {}).get("refresh_on_read", True)
+        if not refresh:
+            return
+        now = self.mem.clock.now()
+        until = {f.id: now + timedelta(minutes=float(env["ttl"])) for f, env in pairs
+                 if env.get("ttl") is not None}
+        if until:
+            self.mem.facts.extend_expiry(scope, until)
+
+    def _get(self, op: GetOp) -> Item | None:
+        if not isinstance(op.key, str):
+            raise ValidationError("key must be a string")
+        scope, fact = self._current(op.namespace, op.key)
+        env = self._envelope(fact) if fact is not None else None
+        if fact is None or env is None:
+            return None
+        self._refresh(scope, [(fact, env)], op.refresh_ttl)
+        return self._item(fact, env)
+
+    def _put(self, op: PutOp) -> None:
+        key = op.key
+        if not isinstance(key, str) or not key:
+            raise ValidationError("key must be a non-empty string")
+        namespace = _check_root(op.namespace)
+        scope, current = self._current(namespace, key)
+        if op.value is None:
+            self._delete(scope, current)
+            return
+        if not isinstance(op.value, Mapping):
+            raise ValidationError("value must be a mapping (a JSON object) or None")
+        ttl = op.ttl
+        if ttl is None and self.ttl_config:
+            ttl = self.ttl_config.get("default_ttl")
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)
+                                or ttl <= 0):
+            raise ValidationError("ttl must be a positive number of minutes or None")
+        value = dict(op.value)
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"the value of {key!r} is not JSON: {exc}",
+                                  hint="store JSON types only (str, number, bool, None, "
+                                       "list, dict)") from None
+        old = self._envelope(current) if current is not None else None
+        now = self.mem.clock.now()
+        env = {"lg": 1, "ns": list(namespace), "key": key, "value": value,
+               "created_at": old["created_at"] if old else now.isoformat(), "ttl": ttl}
+        claim, indexed = self._claim(value, key, op.index)
+        env["indexed"] = indexed
+        if old is not None and old["value"] == value and old.get("ttl") == ttl and \
+                old.get("indexed", True) == indexed:
+            assert current is not None
+            self._refresh(scope, [(current, old)], True)
+            return
+        evidence = json.dumps(env, ensure_ascii=False, sort_keys=True)
+        if len(evidence) > MAX_TEXT:
+            raise ValidationError(
+                f"the item {key!r} is {len(evidence)} characters as JSON; a memstrata item "
+                f"holds at most {MAX_TEXT}", hint="keep documents elsewhere and store a "
+                                                  "short summary with a reference")
+        source = f"{self.source}:{'/'.join(namespace)}/{key}"[:MAX_SOURCE]
+        res = self.mem.facts.propose(
+            scope, claim=claim, kind=self.kind, subject=_subject(self._split(namespace)[1]),
+            attribute=_label(key), actor=self.actor, source=source, evidence=evidence,
+            expires_at=now + timedelta(minutes=float(ttl)) if ttl is not None else None,
+            reason="rewritten through the LangGraph store" if current is not None else None,
+            dedup="off")
+        if res.status == "rejected":
+            raise PolicyRejected(f"put {key!r} refused: {res.reason}",
+                                 hint="nothing was written")
+        if res.status == "pending":
+            log.warning("put %r waits for review (%s): get and search show it once a person "
+                        "approves it (memstrata review)", key, res.reason)
+
+    def _delete(self, scope: Scope, current: Fact | None) -> None:
+        if current is None:
+            return
+        if self.on_delete == "forget":
+            self.mem.forget(scope, record_ids=[current.id])
+        else:
+            self.mem.facts.retire(current.id, scope=scope,
+                                  reason="deleted through the LangGraph store")
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = _check_labels(op.namespace_prefix, "search prefix")
+        scope, labels = self._split(prefix, partial=True)
+        if op.limit < 0 or op.offset < 0:
+            raise ValidationError("limit and offset must not be negative")
+        _check_filter(op.filter)
+        candidates = self.mem.facts.in_namespace(scope, _prefix_subject(labels), deeper=True,
+                                                 limit=MAX_RANKED)
+        keep: list[tuple[Fact, dict[str, Any]]] = []
+        for fact in candidates:
+            env = self._envelope(fact)
+            if env is None or tuple(env["ns"][:len(prefix)]) != prefix:
+                continue
+            if op.filter and not all(_compare(env["value"].get(k), v)
+                                     for k, v in op.filter.items()):
+                continue
+            keep.append((fact, env))
+        window = op.offset + op.limit
+        chosen: list[tuple[Fact, dict[str, Any], float | None]] = []
+        if op.query:
+            by_id = {f.id: (f, env) for f, env in keep}
+            indexed = [f.id for f, env in keep if env.get("indexed", True)]
+            hits = self.mem.gate.rank(scope, op.query, fact_ids=indexed,
+                                      k=max(window, 1)) if indexed else []
+            ranked = {h.ref.removeprefix("fact:") for h in hits}
+            chosen = [(*by_id[h.ref.removeprefix("fact:")], h.score) for h in hits]
+            chosen += [(f, env, None) for f, env in keep
+                       if not env.get("indexed", True) and f.id not in ranked]
+        else:
+            chosen = [(f, env, None) for f, env in keep]
+        page = chosen[op.offset:window]
+        self._refresh(scope, [(f, env) for f, env, _ in page], op.refresh_ttl)
+        return [self._item(f, env, score, searched=True)  # type: ignore[misc]
+                for f, env, score in page]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        for cond in op.match_conditions or ():
+            _check_labels(tuple(p for p in cond.path if p != "*"), "match path")
+        found: set[tuple[str, ...]] = set()
+        for scope, subject, evidence in self.mem.facts.subject_groups(self.scope, ROOT):
+            try:
+                env = json.loads(evidence or "")
+                namespace = tuple(env["ns"])
+                mine, labels = self._split(namespace)
+            except (ValueError, KeyError, TypeError):
+                continue
+            if mine != scope or _subject(labels) != subject:
+                continue  # written by a store of another layout: not an item of this one
+            found.add(namespace)
+        names = [ns for ns in found
+                 if all(_matches(ns, c) for c in op.match_conditions or ())]
+        if op.max_depth is not None:
+            names = list({ns[:op.max_depth] for ns in names})
+        return sorted(names)[op.offset:op.offset + op.limit]
+
+
+__all__ = ["MemstrataStore", "NamespaceError"]

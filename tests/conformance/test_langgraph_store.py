@@ -1,0 +1,274 @@
+"""The LangGraph ``BaseStore`` on memstrata (memstrata.interfaces.langgraph_store), on every
+backend: LangGraph's own ``InMemoryStore`` is the reference for the documented semantics,
+a compiled ``StateGraph`` drives the store as an agent would, and memstrata's guarantees
+(scope, policy, history, TTL, forget) hold underneath."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Any, TypedDict
+
+import pytest
+
+from backends import StoreProbe
+from memstrata import ManualClock, Memory, Scope
+from memstrata.errors import PolicyRejected, ValidationError
+
+pytest.importorskip("langgraph")
+
+from langgraph.store.base import BaseStore, Item
+from langgraph.store.memory import InMemoryStore
+
+from memstrata.interfaces.langgraph_store import MemstrataStore
+
+TOKEN = "ghp_Zq8x4LmN2vB7cR1tY6uI0oP3aS5dF7gH9jK1"
+
+
+def _view(item: Item | None) -> Any:
+    return None if item is None else (tuple(item.namespace), item.key,
+                                      json.dumps(item.value, sort_keys=True))
+
+
+def _oracle_namespaces(oracle: InMemoryStore) -> list[tuple[str, ...]]:
+    """The reference's namespaces that hold an item (its dict keeps emptied ones)."""
+    out = []
+    for ns in oracle.list_namespaces(limit=10_000):
+        if any(tuple(i.namespace) == ns for i in oracle.search(ns, limit=10_000)):
+            out.append(ns)
+    return out
+
+
+def test_random_operations_agree_with_langgraphs_in_memory_store(mem: Memory) -> None:
+    store, oracle = MemstrataStore(mem), InMemoryStore()
+    assert isinstance(store, BaseStore)
+    rng = random.Random(7)
+    namespaces = [("alice", "memories"), ("alice", "memories", "work"), ("alice", "prefs"),
+                  ("bob", "memories"), ("Bob", "memories"), ("alice", "Memories")]
+    keys = ["k1", "K1", "k 2", "pref", "a" * 150, "x.y"]
+    words = ["tea", "coffee", "Lyon", "Paris", "Python", "Go", "standups", "async"]
+    for step in range(160):
+        ns, key = rng.choice(namespaces), rng.choice(keys)
+        roll = rng.random()
+        if roll < 0.45:
+            value = {"content": f"likes {rng.choice(words)} and {rng.choice(words)}",
+                     "n": rng.randint(0, 5), "tags": rng.sample(words, 2)}
+            if rng.random() < 0.2:
+                value = {"content": value["content"].upper(), "n": value["n"]}
+            store.put(ns, key, value)
+            oracle.put(ns, key, value)
+        elif roll < 0.55:
+            store.delete(ns, key)
+            oracle.delete(ns, key)
+        elif roll < 0.8:
+            assert _view(store.get(ns, key)) == _view(oracle.get(ns, key)), step
+        else:
+            prefix = ns[:rng.choice([1, 2, len(ns)])]
+            flt = rng.choice([None, {"n": rng.randint(0, 5)}, {"n": {"$gte": 3}},
+                              {"n": {"$ne": 2}, "content": {"$ne": "x"}}])
+            mine = {_view(i) for i in store.search(prefix, filter=flt, limit=1000)}
+            ref = {_view(i) for i in oracle.search(prefix, filter=flt, limit=1000)}
+            assert mine == ref, (step, prefix, flt)
+    assert store.list_namespaces(limit=1000) == _oracle_namespaces(oracle)
+    assert store.list_namespaces(prefix=("alice",), max_depth=2) == sorted(
+        {ns[:2] for ns in _oracle_namespaces(oracle) if ns[0] == "alice"})
+    assert store.list_namespaces(suffix=("memories",)) == [
+        ns for ns in _oracle_namespaces(oracle) if ns[-1] == "memories"]
+    assert store.list_namespaces(prefix=("*", "memories"), limit=1, offset=1) == [
+        ns for ns in _oracle_namespaces(oracle) if ns[1] == "memories"][1:2]
+
+
+def test_overwrite_supersedes_and_keeps_history(mem: Memory, clock: ManualClock) -> None:
+    store = MemstrataStore(mem)
+    ns = ("alice", "memories")
+    store.put(ns, "drink", {"content": "Alice drinks coffee"})
+    first = store.get(ns, "drink")
+    clock.advance(days=2)
+    store.put(ns, "drink", {"content": "Alice drinks green tea now"})
+    store.put(ns, "drink", {"content": "Alice drinks green tea now"})  # equal: no new version
+    now = store.get(ns, "drink")
+    assert first is not None and now is not None
+    assert now.value == {"content": "Alice drinks green tea now"}
+    assert now.created_at == first.created_at and now.updated_at > first.updated_at
+    [fact] = [f for f in mem.facts.current(Scope(user="alice")) if f.attribute == "drink"]
+    history = mem.facts.history(fact.id, Scope(user="alice"))
+    assert [h.claim for h in history] == ["content: Alice drinks coffee",
+                                          "content: Alice drinks green tea now"]
+    assert [h.status for h in history] == ["superseded", "active"]
+    store.delete(ns, "drink")
+    assert store.get(ns, "drink") is None
+    assert [f.status for f in mem.facts.history(fact.id, Scope(user="alice"))] == [
+        "superseded", "retired"]
+
+
+def test_case_and_spacing_of_keys_and_labels_keep_items_apart(mem: Memory) -> None:
+    store = MemstrataStore(mem)
+    store.put(("alice", "notes"), "Key", {"v": 1})
+    store.put(("alice", "notes"), "key", {"v": 2})
+    store.put(("alice", "Notes"), "key", {"v": 3})
+    store.put(("alice", "notes"), "k  ey", {"v": 4})
+    got = [store.get(ns, k) for ns, k in [(("alice", "notes"), "Key"), (("alice", "notes"),
+                                           "key"), (("alice", "Notes"), "key"),
+                                          (("alice", "notes"), "k  ey")]]
+    assert [g.value["v"] if g else None for g in got] == [1, 2, 3, 4]
+
+
+def test_semantic_search_ranks_with_the_gate_on_one_scale(vmem: Memory) -> None:
+    store = MemstrataStore(vmem, index=["content"])
+    ns = ("alice", "memories")
+    store.put(ns, "a", {"content": "Alice is allergic to peanuts", "kind": "health"})
+    store.put(ns, "b", {"content": "Alice's build runs on GitHub Actions", "kind": "work"})
+    store.put(ns, "c", {"content": "Alice prefers window seats on flights", "kind": "travel"})
+    store.put(ns, "d", {"content": "Raw config blob"}, index=False)
+    store.put(("bob", "memories"), "a", {"content": "Bob is allergic to peanuts"})
+    found = store.search(("alice",), query="which foods must alice avoid?", limit=10)
+    assert found[0].key == "a" and found[0].namespace == ns
+    scores = [i.score for i in found if i.score is not None]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+    assert [i.key for i in found if i.score is None] == ["d"]  # unindexed: listed, unscored
+    assert all(i.namespace[0] == "alice" for i in found)
+    work = store.search(("alice",), query="continuous integration", filter={"kind": "work"})
+    assert [i.key for i in work] == ["b"]
+    assert [i.key for i in store.search(("alice",), query="seats", limit=1, offset=1)] != [
+        i.key for i in store.search(("alice",), query="seats", limit=1)]
+
+
+def test_a_search_never_spans_users_and_a_tenant_store_sees_its_tenant(mem: Memory) -> None:
+    lang = MemstrataStore(mem, scope_keys=(None, "user"))  # LangMem's ("memories", user)
+    lang.put(("memories", "alice"), "m1", {"content": "Alice likes tea"})
+    lang.put(("memories", "bob"), "m1", {"content": "Bob likes coffee"})
+    with pytest.raises(ValidationError, match="does not name the scope"):
+        lang.search(("memories",))
+    assert [i.value for i in lang.search(("memories", "bob"))] == [{"content":
+                                                                     "Bob likes coffee"}]
+    assert mem.facts.current(Scope(user="alice"))[0].claim == "content: Alice likes tea"
+    acme = MemstrataStore(mem, scope=Scope(tenant="acme"), scope_keys=(None, "user"))
+    assert acme.get(("memories", "alice"), "m1") is None
+    assert acme.list_namespaces() == []
+    one_user = MemstrataStore(mem, scope=Scope(user="alice"), scope_keys=())
+    assert one_user.list_namespaces() == []  # alice-only store: layouts differ, nothing leaks
+    one_user.put(("notes",), "n", {"content": "own note"})
+    assert one_user.list_namespaces() == [("notes",)]
+    assert lang.list_namespaces() == [("memories", "alice"), ("memories", "bob")]
+
+
+def test_the_write_policy_applies_to_every_put(mem: Memory, store: StoreProbe) -> None:
+    lg = MemstrataStore(mem)
+    before = store.counts()
+    with pytest.raises(PolicyRejected, match="secret"):
+        lg.put(("alice", "memories"), "token", {"content": f"my token is {TOKEN}"})
+    assert store.counts() == before and not store.contains(TOKEN)
+    agent = MemstrataStore(mem, actor="agent")
+    agent.put(("alice", "memories"), "guess", {"content": "Alice probably prefers Rust"})
+    assert agent.get(("alice", "memories"), "guess") is None  # waits for a person
+    [pending] = mem.review.pending(Scope(user="alice"))
+    mem.review.approve(pending.id, reviewer="alice")
+    item = agent.get(("alice", "memories"), "guess")
+    assert item is not None and item.value == {"content": "Alice probably prefers Rust"}
+
+
+def test_bad_input_is_typed_and_changes_nothing(mem: Memory, store: StoreProbe) -> None:
+    lg = MemstrataStore(mem)
+    before = store.counts()
+    cases = [lambda: lg.put(("alice", "a.b"), "k", {"v": 1}),
+             lambda: lg.put(("alice", ""), "k", {"v": 1}),
+             lambda: lg.put(("alice", "m"), "k", {"v": object()}),
+             lambda: lg.put(("alice", "m"), "k", {"v": "x" * 9000}),
+             lambda: lg.put(("alice", "m"), "k", {"v": 1}, ttl=-5),
+             lambda: lg.search(("alice",), filter={"n": {"$regex": "x"}}),
+             lambda: lg.put((), "k", {"v": 1})]
+    for case in cases:
+        with pytest.raises(ValidationError):
+            case()
+    assert store.counts() == before
+    with pytest.raises(ValidationError):
+        MemstrataStore(mem, scope_keys=("user", "user"))
+
+
+def test_ttl_expires_items_and_reads_refresh_it(mem: Memory, clock: ManualClock) -> None:
+    lg = MemstrataStore(mem)
+    ns = ("alice", "session")
+    lg.put(ns, "short", {"v": 1}, ttl=10)
+    lg.put(ns, "kept", {"v": 2}, ttl=10)
+    lg.put(ns, "forever", {"v": 3})
+    clock.advance(minutes=8)
+    assert lg.get(ns, "kept") is not None                    # refreshes: 10 more minutes
+    assert lg.get(ns, "short", refresh_ttl=False) is not None
+    clock.advance(minutes=8)
+    assert lg.get(ns, "short") is None                       # expired, before any sweep
+    assert lg.get(ns, "kept") is not None
+    assert {i.key for i in lg.search(ns)} == {"kept", "forever"}
+    clock.advance(minutes=11)
+    assert {i.key for i in lg.search(ns)} == {"forever"}
+    assert lg.list_namespaces() == [ns]
+
+
+def test_delete_with_forget_erases_every_version(mem: Memory, store: StoreProbe) -> None:
+    lg = MemstrataStore(mem, on_delete="forget")
+    ns = ("alice", "memories")
+    lg.put(ns, "city", {"content": "Alice lives in Quimperlé"})
+    lg.put(ns, "city", {"content": "Alice moved to Douarnenez"})
+    assert store.contains("Quimperl") and store.contains("Douarnenez")
+    lg.delete(ns, "city")
+    assert lg.get(ns, "city") is None
+    assert not store.contains("Quimperl") and not store.contains("Douarnenez")
+
+
+def test_async_batch_and_methods(mem: Memory) -> None:
+    from langgraph.store.base import GetOp, PutOp, SearchOp
+
+    lg = MemstrataStore(mem)
+
+    async def run() -> list[Any]:
+        await lg.aput(("alice", "m"), "k", {"content": "async works"})
+        got = await lg.aget(("alice", "m"), "k")
+        found = await lg.asearch(("alice",))
+        batch = await lg.abatch([PutOp(("alice", "m"), "j", {"v": 1}),
+                                 GetOp(("alice", "m"), "j"), SearchOp(("alice", "m"))])
+        await lg.adelete(("alice", "m"), "k")
+        return [got, found, batch, await lg.aget(("alice", "m"), "k")]
+
+    got, found, batch, gone = asyncio.run(run())
+    assert got.value == {"content": "async works"} and [i.key for i in found] == ["k"]
+    assert batch[0] is None and batch[1].value == {"v": 1}
+    assert {i.key for i in batch[2]} == {"k", "j"} and gone is None
+
+
+class _State(TypedDict):
+    user_id: str
+    message: str
+    recalled: list[str]
+
+
+def test_a_compiled_graph_remembers_across_threads(mem: Memory) -> None:
+    """A LangGraph graph whose nodes use the store through LangGraph's own runtime."""
+    from langgraph.config import get_store
+    from langgraph.graph import END, START, StateGraph
+
+    def remember(state: _State) -> dict[str, Any]:
+        store = get_store()
+        if state["message"].startswith("remember "):
+            note = state["message"].removeprefix("remember ")
+            store.put((state["user_id"], "memories"), f"m{len(note)}", {"content": note})
+        return {}
+
+    def recall(state: _State) -> dict[str, Any]:
+        found = get_store().search((state["user_id"], "memories"), query=state["message"])
+        return {"recalled": [i.value["content"] for i in found]}
+
+    graph = StateGraph(_State)
+    graph.add_node("remember", remember)
+    graph.add_node("recall", recall)
+    graph.add_edge(START, "remember")
+    graph.add_edge("remember", "recall")
+    graph.add_edge("recall", END)
+    app = graph.compile(store=MemstrataStore(mem))
+    app.invoke({"user_id": "alice", "message": "remember I review docs on Fridays",
+                "recalled": []})
+    app.invoke({"user_id": "bob", "message": "remember I review docs on Mondays",
+                "recalled": []})
+    out = app.invoke({"user_id": "alice", "message": "when do I review docs?", "recalled": []})
+    assert out["recalled"] == ["I review docs on Fridays"]
+    assert [f.provenance.source for f in mem.facts.current(Scope(user="alice"))] == [
+        "langgraph:alice/memories/m24"]
