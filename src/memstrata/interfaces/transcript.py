@@ -75,6 +75,7 @@ __all__ = [
     "LLMSummariser",
     "Summariser",
     "Transcript",
+    "cap_text",
     "render_messages",
 ]
 
@@ -299,9 +300,9 @@ class _Entry:
     tokens: int = 0
 
 
-def _cut(text: str, cap: int, unit: str = "tokens") -> str:
-    """``text`` within ``cap`` tokens (or characters), ending in a marker that says what was
-    cut."""
+def cap_text(text: str, cap: int, unit: str = "tokens") -> str:
+    """``text`` within ``cap`` tokens (or characters, ``unit="chars"``), ending in a marker
+    that says what was cut (the observation cap of rule 1)."""
     if unit == "chars":
         if len(text) <= cap:
             return text
@@ -465,7 +466,7 @@ class Transcript:
         entry.failed = data.get("ok") is False or data.get("is_error") is True
         text = content_text(data.get("content"))
         entry.digest = hashlib.sha256(text.strip().encode()).hexdigest()
-        capped = _cut(text, self.observation_cap, self.cap_unit)
+        capped = cap_text(text, self.observation_cap, self.cap_unit)
         if capped != text or not isinstance(data.get("content"), str):
             data["content"] = capped
         if capped != text:
@@ -557,7 +558,7 @@ class Transcript:
         first_turn = min(e.turn for e in evicted)  # a summary entry carries its first turn
         last_turn = max(e.turn for e in evicted)
         text = self.summariser.summarise([self._described(e) for e in evicted]).strip()
-        text = _cut(text, self.summary_tokens) if text else "(nothing worth keeping)"
+        text = cap_text(text, self.summary_tokens) if text else "(nothing worth keeping)"
         header = f"{_SUMMARY_HEADER} {first_turn}-{last_turn}, written by memstrata]"
         summary = _Entry(
             message={"role": "user", "content": f"{header}\n{text}"},
@@ -606,7 +607,7 @@ class Transcript:
             text_tokens = count_tokens(text)
             if text_tokens == 0:
                 continue
-            self._set_content(entry, _cut(text, max(0, text_tokens - excess)))
+            self._set_content(entry, cap_text(text, max(0, text_tokens - excess)))
             self.events.append(f"turn {entry.turn}: cut {entry.message['role']} to fit budget")
         if self.tokens() > self.budget_tokens:
             log.warning(

@@ -1,0 +1,171 @@
+"""An OpenAI Agents SDK ``Session`` kept in memstrata (``pip install 'memstrata[agents]'``).
+
+The Agents SDK replays a session's items (Responses-API input items: messages, function
+calls, their outputs, reasoning items) before every ``Runner.run`` and appends the new ones
+after it. :class:`MemstrataSession` keeps them in memstrata's run-scoped working memory (the
+scratch layer, in SQLite, PostgreSQL or Redis, whichever the ``Memory`` uses), under one
+scope, as the run ``session:<session_id>``:
+
+- ``add_items`` stores each item as one scratch entry, in order; a tool's output
+  (``function_call_output`` and the other ``*_call_output`` items) longer than
+  ``observation_cap`` keeps its head and ends with a marker saying how much was cut (the
+  transcript helpers' cap, :func:`memstrata.interfaces.transcript.cap_text`: characters by
+  default, ``cap_unit="tokens"`` counts tokens). Secrets in an item are redacted before it
+  is stored, like every scratch value. An item that is not a JSON object is a
+  :class:`~memstrata.errors.ValidationError` and nothing of that call is stored.
+- ``get_items(limit)`` returns the latest ``limit`` items (``session_settings.limit`` when
+  none is given; all when both are None) in chronological order; ``pop_item`` removes and
+  returns the newest; ``clear_session`` drops them all.
+- Each item lives ``ttl`` (default 30 days) after it was added; durable memory is never
+  written here (the transcript is working state; extraction decides what outlives it).
+  ``Memory.forget`` of the scope reaches the items.
+
+The calls run in a worker thread (the engines are thread-safe). For the MCP route instead
+(``MCPServerStdio`` running ``memstrata mcp``) see the README.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import ConfigError, ValidationError
+
+try:
+    from agents.memory import SessionABC, SessionSettings
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ConfigError("the Agents SDK session needs openai-agents",
+                      hint="pip install 'memstrata[agents]'") from exc
+
+from ..ids import new_id
+from ..inputs import text_arg
+from ..layers.scratch import MAX_VALUE, Scratch
+from ..models import Scope, make_scope
+from .transcript import cap_text
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+
+    from ..memory import Memory
+
+PREFIX = "item:"
+DEFAULT_TTL = timedelta(days=30)
+
+
+class MemstrataSession(SessionABC):
+    """The Agents SDK's session protocol over memstrata's scratch layer (see the module
+    docstring)."""
+
+    def __init__(self, session_id: str, mem: Memory, scope: Scope | dict[str, Any], *,
+                 ttl: timedelta | float = DEFAULT_TTL, observation_cap: int = 4000,
+                 cap_unit: Literal["chars", "tokens"] = "chars",
+                 session_settings: SessionSettings | None = None) -> None:
+        self.session_id = text_arg(session_id, "session_id", max_len=120)
+        if cap_unit not in ("chars", "tokens"):
+            raise ValidationError(f"cap_unit must be 'chars' or 'tokens', got {cap_unit!r}")
+        if isinstance(observation_cap, bool) or not isinstance(observation_cap, int) or \
+                observation_cap <= 0:
+            raise ValidationError("observation_cap must be a positive integer")
+        self.mem = mem
+        self.scope = make_scope(scope)
+        self.observation_cap = observation_cap
+        self.cap_unit = cap_unit
+        self.session_settings = session_settings
+        self._scratch = Scratch(mem.scratch_store, mem.clock, self.scope,
+                                f"session:{self.session_id}", ttl)
+
+    # -- helpers --------------------------------------------------------------
+    def _cap(self, item: dict[str, Any]) -> dict[str, Any]:
+        kind = str(item.get("type", ""))
+        if not kind.endswith("_call_output"):
+            return item
+        output = item.get("output")
+        if isinstance(output, str):
+            return {**item, "output": cap_text(output, self.observation_cap, self.cap_unit)}
+        if isinstance(output, list):
+            parts = [{**p, "text": cap_text(p["text"], self.observation_cap, self.cap_unit)}
+                     if isinstance(p, Mapping) and isinstance(p.get("text"), str) else p
+                     for p in output]
+            return {**item, "output": parts}
+        return item
+
+    def _keys(self) -> list[str]:
+        return self._scratch.list(PREFIX)
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        raw = self._scratch.get(key)
+        if raw is None:
+            return None  # expired between the listing and the read
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def _limit(self, limit: int | None) -> int | None:
+        if limit is None and self.session_settings is not None:
+            limit = self.session_settings.limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise ValidationError("limit must be an integer or None")
+        return limit
+
+    # -- the protocol (sync bodies, run in a thread) --------------------------
+    def items(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The latest ``limit`` items, oldest first (synchronous form of get_items)."""
+        limit = self._limit(limit)
+        keys = self._keys()
+        if limit is not None and limit >= 0:
+            keys = keys[len(keys) - limit:] if limit else []
+        return [item for key in keys if (item := self._read(key)) is not None]
+
+    def add(self, items: list[Any]) -> None:
+        """Append items in order (synchronous form of add_items)."""
+        if not isinstance(items, list | tuple):
+            raise ValidationError("items must be a list of input items")
+        encoded: list[str] = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise ValidationError(f"item {i} is {type(item).__name__}, not an input item "
+                                      "(a JSON object)", hint="nothing of this call was stored")
+            try:
+                encoded.append(json.dumps(self._cap(dict(item)), ensure_ascii=False))
+            except (TypeError, ValueError) as exc:
+                raise ValidationError(f"item {i} is not JSON: {exc}",
+                                      hint="nothing of this call was stored") from None
+            if len(encoded[-1]) > MAX_VALUE:
+                raise ValidationError(
+                    f"item {i} is {len(encoded[-1])} characters as JSON (at most {MAX_VALUE})",
+                    hint="nothing of this call was stored; lower observation_cap")
+        for text in encoded:
+            self._scratch.write(PREFIX + new_id(), text)
+
+    def pop(self) -> dict[str, Any] | None:
+        """Remove and return the newest item (synchronous form of pop_item)."""
+        for key in reversed(self._keys()):
+            item = self._read(key)
+            self._scratch.delete(key)
+            if item is not None:
+                return item
+        return None
+
+    def clear(self) -> None:
+        """Drop every item (synchronous form of clear_session)."""
+        self._scratch.discard()
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        return await asyncio.to_thread(self.items, limit)  # type: ignore[arg-type]
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        await asyncio.to_thread(self.add, list(items))
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        return await asyncio.to_thread(self.pop)  # type: ignore[arg-type]
+
+    async def clear_session(self) -> None:
+        await asyncio.to_thread(self.clear)
+
+
+__all__ = ["DEFAULT_TTL", "MemstrataSession"]

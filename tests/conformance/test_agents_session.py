@@ -1,0 +1,152 @@
+"""The OpenAI Agents SDK session on memstrata (memstrata.interfaces.agents_session), on every
+backend: the SDK's own ``SQLiteSession`` is the reference for the protocol, and
+``Runner.run`` drives the session with recorded model outputs (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends import StoreProbe
+from memstrata import ManualClock, Memory, Scope
+from memstrata.errors import ValidationError
+
+pytest.importorskip("agents")
+
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents.items import ModelResponse
+from agents.memory import SessionABC, SQLiteSession
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
+
+from memstrata.interfaces.agents_session import MemstrataSession
+
+ALICE = Scope(user="alice", project="docs-site")
+CALLS = json.loads((Path(__file__).parents[1] / "data" / "agents_session_turns.json")
+                   .read_text("utf-8"))["calls"]
+TOKEN = "ghp_Zq8x4LmN2vB7cR1tY6uI0oP3aS5dF7gH9jK1"
+
+set_tracing_disabled(True)
+
+
+class RecordedModel(Model):
+    """Replays recorded Responses-API outputs, one call at a time, and keeps each input."""
+
+    def __init__(self, calls: list[list[dict[str, Any]]]) -> None:
+        self.calls = list(calls)
+        self.inputs: list[Any] = []
+
+    async def get_response(self, system_instructions: str | None, input: Any,
+                           *args: Any, **kwargs: Any) -> ModelResponse:
+        self.inputs.append(copy.deepcopy(input))
+        output = []
+        for item in self.calls.pop(0):
+            cls = ResponseFunctionToolCall if item["type"] == "function_call" else \
+                ResponseOutputMessage
+            output.append(cls.model_validate(item))
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError
+
+
+def test_operations_agree_with_the_sdks_sqlite_session(mem: Memory, tmp_path: Path) -> None:
+    mine = MemstrataSession("conv-1", mem, ALICE, observation_cap=100_000)
+    ref = SQLiteSession("conv-1", str(tmp_path / "ref.db"))
+    assert isinstance(mine, SessionABC)
+    rng = random.Random(3)
+
+    async def run() -> None:
+        for step in range(60):
+            roll = rng.random()
+            if roll < 0.45:
+                items = [{"role": rng.choice(["user", "assistant"]),
+                          "content": f"message {step}.{i}"} for i in range(rng.randint(1, 3))]
+                if rng.random() < 0.3:
+                    items.append({"type": "function_call_output", "call_id": f"c{step}",
+                                  "output": "result " * rng.randint(1, 20)})
+                await mine.add_items(copy.deepcopy(items))
+                await ref.add_items(copy.deepcopy(items))
+            elif roll < 0.6:
+                assert await mine.pop_item() == await ref.pop_item(), step
+            elif roll < 0.95:
+                limit = rng.choice([None, 0, 1, 3, 50])
+                assert await mine.get_items(limit) == await ref.get_items(limit), (step, limit)
+            else:
+                await mine.clear_session()
+                await ref.clear_session()
+        assert await mine.get_items() == await ref.get_items()
+
+    asyncio.run(run())
+
+
+def test_runner_replays_the_session_with_capped_observations(mem: Memory,
+                                                             store: StoreProbe) -> None:
+    tail = "END-OF-A-VERY-LONG-CHANGELOG"
+
+    @function_tool
+    def fetch_release_notes(version: str) -> str:
+        """Fetch the release notes of a version."""
+        return f"{version}: " + "merged PR: fix a typo in the docs. " * 300 + tail
+
+    model = RecordedModel(CALLS)
+    agent = Agent(name="docs", instructions="Help with release notes.", model=model,
+                  tools=[fetch_release_notes])
+    session = MemstrataSession("release-chat", mem, ALICE)
+
+    async def run() -> tuple[Any, Any]:
+        first = await Runner.run(agent, "Summarise the v17 release notes for me.",
+                                 session=session)
+        second = await Runner.run(agent, "What did I ask you about before?", session=session)
+        return first, second
+
+    first, second = asyncio.run(run())
+    assert "42 merged PRs" in first.final_output and "v17" in second.final_output
+    replayed = model.inputs[2]  # the third model call: the second run, history first
+    kinds = [i.get("type", "message") for i in replayed]
+    assert kinds == ["message", "function_call", "function_call_output", "message", "message"]
+    assert replayed[0]["content"] == "Summarise the v17 release notes for me."
+    output = replayed[2]["output"]
+    assert len(output) <= 4000 and "truncated by memstrata" in output and tail not in output
+    assert not store.contains(tail) or store.backend != "sqlite"
+    stored = session.items()
+    assert len(stored) == 6 and stored[-1]["role"] == "assistant"
+    # the same session id in another scope is another conversation
+    assert MemstrataSession("release-chat", mem, Scope(user="bob")).items() == []
+
+
+def test_items_are_screened_expire_and_are_forgotten(mem: Memory, clock: ManualClock,
+                                                     store: StoreProbe) -> None:
+    session = MemstrataSession("s1", mem, ALICE)
+    session.add([{"role": "user", "content": f"deploy with {TOKEN} please"}])
+    [item] = session.items()
+    assert TOKEN not in item["content"] and "deploy with" in item["content"]
+    if store.backend == "sqlite":
+        assert not store.contains(TOKEN)
+    clock.advance(days=31)
+    assert session.items() == []
+    session.add([{"role": "user", "content": "Quimperlé office opens on Monday"}])
+    report = mem.forget(ALICE, force=True)
+    assert report.counts.get("scratch", 0) >= 1 and session.items() == []
+
+
+def test_bad_input_is_typed_and_stores_nothing(mem: Memory) -> None:
+    session = MemstrataSession("s2", mem, ALICE)
+    for bad in ([{"role": "user", "content": "ok"}, "not an item"],
+                [{"role": "user", "content": object()}], "a string",
+                [{"type": "message", "content": "x" * 250_000}]):
+        with pytest.raises(ValidationError):
+            session.add(bad)  # type: ignore[arg-type]
+    assert session.items() == []
+    with pytest.raises(ValidationError):
+        session.items(limit="3")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        MemstrataSession("s3", mem, ALICE, observation_cap=0)
