@@ -77,6 +77,7 @@ async def _exercise(client: Client, seeded: dict[str, str]) -> dict[str, Any]:
     for tool in listed.tools:
         assert tool.title and tool.title[0].isupper()
         assert tool.input_schema["type"] == "object"
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         assert "user" not in tool.input_schema["properties"]
     assert client.instructions is not None and "get_durable_records" in client.instructions
     results: dict[str, Any] = {}

@@ -390,3 +390,42 @@ def test_get_feedback_list_and_retire_stay_inside_the_scope(mem: Memory) -> None
         assert tools.dispatch("retire_fact", {"ref": mine.record.ref, "reason": "switched"})[
             "status"] == "retired"
     assert mem.facts.get(theirs.record.id).status == "active"
+
+
+def test_every_result_matches_its_declared_output_schema(mem: Memory) -> None:
+    """One successful call per tool, each result validated against its ``outputSchema``."""
+    alice = Scope(user="alice", project="docs-site")
+    mine = mem.facts.propose(alice, claim="Alice prefers tea", kind="preference",
+                             subject="alice", attribute="drink", actor="user", source="chat")
+    assert mine.record is not None
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("get_durable_records", {}), ("get_current_task", {"task": "release-v17"}),
+        ("get_current_task", {}),
+        ("save_checkpoint", {"task": "release-v17", "objective": "Ship v17 notes"}),
+        ("log_episode", {"text": "Preview deploy failed", "event": "deploy_failed",
+                         "source": "ci:812", "outcome": "retried"}),
+        ("search_history", {"query": "deploy failed"}), ("search_history", {"query": "zebra"}),
+        ("recall", {"query": "what does alice drink"}), ("recall", {"query": "zebra"}),
+        ("propose_memory", {"claim": "Previews need a cache purge", "kind": "lesson",
+                            "subject": "deploys", "attribute": "cache", "source": "ci:812"}),
+        ("scratch_write", {"key": "k", "value": "v"}), ("scratch_read", {"key": "k"}),
+        ("scratch_read", {"key": "missing"}), ("scratch_list", {}),
+        ("begin_operation", {"key": "publish:v17", "intent": "POST notes"}),
+        ("complete_operation", {"key": "publish:v17", "external_ref": "post-1"}),
+        ("get", {"ref": mine.record.ref}),
+        ("feedback", {"ref": mine.record.ref, "signal": "useful"}),
+        ("list_facts", {}), ("close_task", {"task": "release-v17", "outcome": "shipped"}),
+        ("forget", {"match": "cache purge", "dry_run": True}),
+        ("retire_fact", {"ref": mine.record.ref, "reason": "switched to coffee"}),
+    ]
+    assert {name for name, _ in calls} == {t.name for t in TOOLS}
+    by_name = {t.name: t for t in TOOLS}
+    with ToolDispatcher(mem, alice) as tools:
+        for name, args in calls:
+            result = tools.dispatch(name, args)
+            assert "error" not in result, (name, result)
+            jsonschema.validate(result, by_name[name].output_schema())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"query": "q", "hits": [{"ref": "x", "layer": "facts",
+                                                     "excerpt": "e", "score": 3.2}]},
+                            by_name["search_history"].output_schema())

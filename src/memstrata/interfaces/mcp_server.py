@@ -3,7 +3,8 @@
 Contract:
 - Tools are rendered from :data:`memstrata.interfaces.tools.TOOLS` one to one: same
   names, same JSON schemas, same handlers. A call returns the handler's dict
-  as ``structured_content`` (and as JSON text); a library error or invalid
+  as ``structured_content`` (and as JSON text), described by the tool's ``outputSchema``
+  (:mod:`memstrata.interfaces.tool_results`); a library error or invalid
   arguments come back as a tool error (``is_error``) carrying
   ``{"error", "hint", "type"}``, so the model can read and correct it.
 - The scope is fixed when the server is built (from ``memstrata mcp``'s
@@ -150,7 +151,7 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
     listing = [
         types.Tool(
             name=t.name, title=t.display_title, description=t.description,
-            input_schema=t.input_schema(),
+            input_schema=t.input_schema(), output_schema=t.output_schema(),
             annotations=types.ToolAnnotations(
                 read_only_hint=t.read_only, destructive_hint=t.destructive,
                 idempotent_hint=t.idempotent or t.read_only, open_world_hint=False),

@@ -57,6 +57,7 @@ from ..arguments import (
 )
 from ..errors import MemstrataError, ValidationError
 from ..models import Checkpoint, Fact, Hit, Scope, make_scope
+from .tool_results import RESULT_SCHEMAS
 
 if TYPE_CHECKING:
     from ..memory import Memory, Run
@@ -93,6 +94,10 @@ class ToolDef:
         """The JSON schema of the arguments (pydantic-generated, tidied for LLMs)."""
         schema: dict[str, Any] = _tidy(self.args.model_json_schema())
         return schema
+
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON schema of a successful result (:mod:`.tool_results`)."""
+        return RESULT_SCHEMAS[self.name]
 
 
 # -- result shapes ------------------------------------------------------------

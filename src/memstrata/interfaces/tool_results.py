@@ -1,0 +1,68 @@
+"""The JSON schemas of what each tool returns (MCP ``outputSchema``).
+
+Contract: :data:`RESULT_SCHEMAS` has one schema per tool of
+:data:`memstrata.interfaces.tools.TOOLS`, describing the dict its handler returns on success
+(an error is ``{"error", "hint", "type"}`` and is sent as a tool error, which clients do not
+validate). Fields a result may carry are listed; the required ones are always present.
+Scores are on the documented 0..1 scale. The MCP tests call every tool through the SDK's
+client, which validates each result against these schemas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+STR: dict[str, Any] = {"type": "string"}
+NSTR: dict[str, Any] = {"type": ["string", "null"]}
+INT: dict[str, Any] = {"type": "integer"}
+BOOL: dict[str, Any] = {"type": "boolean"}
+STRS: dict[str, Any] = {"type": "array", "items": STR}
+
+
+def obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An object schema: ``required`` fields always present, ``optional`` ones may be."""
+    return {"type": "object", "properties": {**required, **(optional or {})},
+            "required": sorted(required)}
+
+
+FACT = obj({"ref": STR, "kind": STR, "subject": STR, "attribute": STR, "claim": STR,
+            "tier": STR, "actor": STR, "source": STR, "since": NSTR},
+           {"stale": BOOL, "flags": STRS, "status": STR})
+
+HIT = obj({"ref": STR, "layer": STR, "excerpt": STR,
+           "score": {"type": "number", "minimum": 0, "maximum": 1}},
+          {"date": STR, "event": STR, "kind": STR, "source": STR, "actor": STR, "status": STR,
+           "project": STR, "outcome": STR, "needs_verification": BOOL, "verify_reason": STR,
+           "untrusted": BOOL})
+
+RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "get_current_task": obj({"task": NSTR}, {"tasks": STRS, "note": STR,
+                                              "checkpoint": {"type": ["object", "null"]}}),
+    "save_checkpoint": obj({"saved": STR, "task": STR, "version": INT, "fields": STRS}),
+    "close_task": obj({"closed": STR, "task": STR, "outcome": NSTR}),
+    "get_durable_records": obj({"identity": {"type": "array", "items": FACT},
+                                "facts": {"type": "array", "items": FACT}}, {"note": STR}),
+    "search_history": obj({"query": STR, "hits": {"type": "array", "items": HIT}},
+                          {"note": STR}),
+    "recall": obj({"query": STR, "decision": STR, "items": {"type": "array", "items": HIT},
+                   "tokens": INT, "considered": INT, "empty_reason": NSTR}),
+    "propose_memory": obj(
+        {"status": {"enum": ["committed", "superseding", "duplicate", "pending", "rejected"]},
+         "reason": STR},
+        {"ref": STR, "superseded": STR, "detectors": STRS, "next": STR}),
+    "log_episode": obj({"logged": STR, "event": STR, "observed_at": STR}, {"flags": STRS}),
+    "scratch_write": obj({"receipt": STR}),
+    "scratch_read": obj({"key": STR, "found": BOOL, "value": NSTR}),
+    "scratch_list": obj({"prefix": STR, "keys": STRS}),
+    "begin_operation": obj({"key": STR, "status": STR, "resumed": BOOL, "attempts": INT,
+                            "external_ref": NSTR, "advice": STR}),
+    "complete_operation": obj({"key": STR, "status": STR, "external_ref": NSTR}),
+    "forget": obj({"dry_run": BOOL, "total": INT,
+                   "counts": {"type": "object", "additionalProperties": INT}}),
+    "get": obj({"ref": STR, "record": {"type": "object"}}),
+    "feedback": obj({"ref": STR, "signal": STR, "action": NSTR}),
+    "list_facts": obj({"facts": {"type": "array", "items": FACT}}),
+    "retire_fact": obj({"retired": STR, "status": STR}),
+}
+
+__all__ = ["FACT", "HIT", "RESULT_SCHEMAS"]
