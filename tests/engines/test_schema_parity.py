@@ -63,7 +63,8 @@ def pg_schema(url: str) -> Schema:
         out: dict[str, dict[str, tuple[str, bool, bool]]] = {}
         for table, column, dtype, nullable in conn.execute(
                 "SELECT table_name, column_name, data_type, is_nullable FROM "
-                "information_schema.columns WHERE table_schema = 'public'"):
+                "information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, "
+                "ordinal_position"):
             out.setdefault(table, {})[column] = (dtype, nullable == "NO",
                                                  (table, column) in pk)
         return out
