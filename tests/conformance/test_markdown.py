@@ -169,7 +169,7 @@ def test_a_format_error_imports_nothing(tmp_path: Path) -> None:
                                   "hr\n- Alice likes tea\n", "utf-8")
     (files / EPISODIC).write_text("# Episodic log\n\n- 2026-08-01 (chat): tea\n", "utf-8")
     with _open(tmp_path / "m.db") as mem:
-        with pytest.raises(ValidationError, match="format error") as info:
+        with pytest.raises(ValidationError, match="cannot be imported; nothing imported") as info:
             import_markdown(mem, ALICE, files)
         assert "identity.md:4" in str(info.value)
         assert mem.stats()["rows"]["facts"] == 0 and mem.stats()["rows"]["episodes"] == 0

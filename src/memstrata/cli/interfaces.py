@@ -123,13 +123,20 @@ def export_cmd(as_json: bool, directory: Path, force: bool) -> None:
               help="You vouch for these files: approve identity entries (and anything else "
                    "held for review) with you as the reviewer.")
 @click.option("--reviewer", default=None, help="Reviewer name for --trust (default: $USER).")
-def import_cmd(as_json: bool, directory: Path, trust: bool, reviewer: str | None) -> None:
+@click.option("--skip-invalid", is_flag=True,
+              help="Import the valid entries and list the lines left out (default: a file "
+                   "with any invalid line imports nothing and exits 2).")
+def import_cmd(as_json: bool, directory: Path, trust: bool, reviewer: str | None,
+               skip_invalid: bool) -> None:
     """Import identity.md, working-context.md and episodic.md through the write policy.
 
-    Identity entries wait in the review queue unless you pass --trust.
+    Identity entries wait in the review queue unless you pass --trust. Every line that
+    cannot be imported is listed with its line number and the reason; then nothing is
+    imported (exit 2) unless you pass --skip-invalid.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from ..errors import ValidationError
     from ..interfaces.memory_files import import_markdown
 
     cfg = cli_config()
@@ -143,14 +150,34 @@ def import_cmd(as_json: bool, directory: Path, trust: bool, reviewer: str | None
         def progress(done: int, total: int) -> None:
             bar.update(job, completed=done, total=total)
 
-        report = import_markdown(mem, cfg.scope(), directory, trust=trust, reviewer=reviewer,
-                                 progress=progress)
+        try:
+            report = import_markdown(mem, cfg.scope(), directory, trust=trust,
+                                     reviewer=reviewer, progress=progress,
+                                     skip_invalid=skip_invalid)
+        except ValidationError as exc:
+            problems = exc.details.get("problems")
+            if not problems:
+                raise
+            if as_json:
+                emit_json({"imported": False, "error": exc.message, "problems": problems})
+            else:
+                click.echo(f"{exc.message}:", err=True)
+                for line in problems:
+                    click.echo(f"  {line}", err=True)
+                click.echo("fix these lines, or pass --skip-invalid to import the rest",
+                           err=True)
+            raise SystemExit(2) from None
     if as_json:
         emit_json({"counts": report.counts, "pending": report.pending,
-                   "rejected": report.rejected})
+                   "rejected": report.rejected, "skipped": report.skipped,
+                   "notes": report.notes})
         return
     click.echo(f"imported into {cfg.scope()}: " +
                (", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())) or "nothing"))
+    for line in report.skipped:
+        click.echo(f"  skipped: {line}")
+    for line in report.notes:
+        click.echo(f"  note: {line}")
     for line in report.pending:
         click.echo(f"  pending review: {line}")
     for line in report.rejected:
@@ -166,11 +193,23 @@ def import_cmd(as_json: bool, directory: Path, trust: bool, reviewer: str | None
 @click.option("--to", "directory", type=click.Path(file_okay=False, path_type=Path),
               required=True, help="Directory for identity.md, working-context.md, episodic.md.")
 @click.option("--force", is_flag=True, help="Overwrite existing files that differ.")
-def migrate(as_json: bool, memory_file: Path, directory: Path, force: bool) -> None:
+@click.option("--llm", "llm_spec", default=None, metavar="SPEC",
+              help="Let a model sort the lines: PROVIDER:MODEL[@BASE_URL] (as for extract), "
+                   "or 'env'. Secrets are never sent; the files still go through the write "
+                   "policy on import.")
+def migrate(as_json: bool, memory_file: Path, directory: Path, force: bool,
+            llm_spec: str | None) -> None:
     """Sort a single legacy MEMORY.md into the three files (review them, then import)."""
     from ..interfaces.migrate import migrate_memory_file
 
-    result = migrate_memory_file(memory_file, directory, overwrite=force)
+    if llm_spec is not None:
+        from ..interfaces.migrate_llm import migrate_file_with_llm
+        from ..providers.llm import client_from_env, client_from_spec
+
+        client = client_from_env() if llm_spec == "env" else client_from_spec(llm_spec)
+        result = migrate_file_with_llm(memory_file, directory, client, overwrite=force)
+    else:
+        result = migrate_memory_file(memory_file, directory, overwrite=force)
     if as_json:
         emit_json([{"line": r.line, "destination": r.destination, "text": r.text,
                     "note": r.note} for r in result.routes])

@@ -17,9 +17,17 @@ changes``: identity facts waiting for a person's approval.
     - 2026-08-01 (ci:run/812): Deploy preview failed: stale build cache [deploy_failed]
 
 A date or source starting with ``~`` is approximate (reconstructed by
-``migrate``). A fact line may end its metadata with ``; expires DATE`` and
-``; readers a,b``; an episode line may end with ``[event]`` and
-``{readers: a,b}``.
+``migrate``). A fact line's metadata may go on with ``; since DATE`` (when it became
+true), ``; expires DATE`` and ``; readers a,b``; an episode line may end with
+``— supersedes the YYYY-MM-DD entry`` (optionally ``(source)``: the entry it replaces),
+``[event]`` and ``{readers: a,b}``. working-context.md says when its state was last
+recorded (``Last updated: DATE``) and each task when its checkpoint was saved
+(``- Updated: DATE (version N)``).
+
+Lines: an entry wrapped over several lines continues on lines indented under it (they are
+joined with single spaces). The prose right after a file's title is its introduction; any
+other line that is not an entry, a heading or ``_none_`` is reported, with its line number
+and the reason, never skipped silently.
 
 This module is the format only: entries (:class:`FactEntry`, :class:`EpisodeEntry`,
 :class:`TaskEntry`, :class:`MemoryFiles`), rendering, parsing (:func:`read_files`, every
@@ -79,6 +87,16 @@ _EPISODE_RE = re.compile(r"^(?:- )?(?P<approx>~?)(?P<date>\d{4}-\d{2}-\d{2}) \((
 _EVENT_RE = re.compile(r"^(?P<text>.*\S) \[(?P<event>[A-Za-z0-9_.:\-]+)\]$")
 _READERS_RE = re.compile(r"^(?P<text>.*\S) \{readers: (?P<readers>[^{}]+)\}$")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATED_RE = re.compile(r"^(?:- )?~?\d{4}-\d{2}-\d{2}\b")
+_SUPERSEDES_RE = re.compile(r"^(?P<text>.*\S)\s+(?:—|--|–)\s+supersedes (?:the )?"
+                            r"(?P<day>\d{4}-\d{2}-\d{2}) entry(?: \((?P<source>[^()]+)\))?$")
+_UPDATED_RE = re.compile(r"^(?P<day>\d{4}-\d{2}-\d{2})(?: \(version (?P<version>\d+)\))?$")
+LAST_UPDATED = "Last updated: "
+#: Words that make a line read as the state of the moment rather than who someone is.
+STATE_RE = re.compile(r"\b(currently|right now|at the moment|for now|this (?:week|month|"
+                      r"sprint|quarter|year)|today|tomorrow|tonight|due (?:by|on|in|end|"
+                      r"next|\d)|deadline|working on|in progress|until (?:next|the end))\b",
+                      re.I)
 SOURCE_SEP = " — source: "
 
 
@@ -108,9 +126,12 @@ class FactEntry:
     expires: str | None = None
     readers: list[str] | None = None
     line: int = 0
+    since: str | None = None
 
     def render(self) -> str:
         meta = [self.source]
+        if self.since:
+            meta.append(f"since {self.since}")
         if self.expires:
             meta.append(f"expires {self.expires}")
         if self.readers:
@@ -134,10 +155,16 @@ class EpisodeEntry:
     approx: bool = False
     readers: list[str] | None = None
     line: int = 0
+    #: The entry this one replaces: its day and, when the day has several, its source.
+    supersedes: tuple[str, str | None] | None = None
 
     def render(self) -> str:
         out = f"- {APPROX if self.approx else ''}{self.day} ({one_line(self.source)}): " \
               f"{one_line(self.text)}"
+        if self.supersedes is not None:
+            day, source = self.supersedes
+            out += f" — supersedes the {day} entry" + (f" ({one_line(source)})" if source
+                                                        else "")
         if self.event != "note":
             out += f" [{self.event}]"
         if self.readers:
@@ -156,9 +183,15 @@ class TaskEntry:
     task: str
     fields: dict[str, Any] = field(default_factory=dict)
     line: int = 0
+    #: When the checkpoint was saved (YYYY-MM-DD) and its version.
+    updated: str | None = None
+    version: int | None = None
 
     def render(self) -> list[str]:
         out = [f"## Task: {one_line(self.task)}", ""]
+        if self.updated:
+            out.append(f"- Updated: {self.updated}" + (f" (version {self.version})"
+                                                        if self.version else ""))
         singles = [f"- {label}: {one_line(self.fields[name])}" for name, label in _SINGLE
                    if self.fields.get(name)]
         out += singles
@@ -180,11 +213,23 @@ class MemoryFiles:
     tasks: list[TaskEntry] = field(default_factory=list)
     pending_identity: list[FactEntry] = field(default_factory=list)
     episodes: list[EpisodeEntry] = field(default_factory=list)
+    #: When the working context's state was last recorded (YYYY-MM-DD).
+    updated: str | None = None
+    #: Keep the entries' own order (a migrated file) instead of sorting them by slot.
+    ordered: bool = False
+
+    def last_updated(self) -> str | None:
+        """The newest date the working context carries: a fact's since, a task's update."""
+        days = [f.since for f in self.facts if f.since] + [t.updated for t in self.tasks
+                                                           if t.updated]
+        return max(days) if days else self.updated
 
     def render(self) -> dict[str, str]:
         """The three files' text, deterministically ordered."""
-        identity = [_HEADERS[IDENTITY], *_fact_block(self.identity)]
-        working = [_HEADERS[WORKING], "## Current facts", "", *_fact_block(self.facts, "")]
+        identity = [_HEADERS[IDENTITY], *_fact_block(self.identity, ordered=self.ordered)]
+        updated = self.last_updated()
+        working = [_HEADERS[WORKING], *([LAST_UPDATED + updated, ""] if updated else []),
+                   "## Current facts", "", *_fact_block(self.facts, "", ordered=self.ordered)]
         for task in sorted(self.tasks, key=lambda t: t.task):
             working += [*task.render(), ""]
         working += ["## Pending identity changes", "", *_fact_block(self.pending_identity, "")]
@@ -193,8 +238,11 @@ class MemoryFiles:
         return {IDENTITY: _join(identity), WORKING: _join(working), EPISODIC: _join(episodic)}
 
 
-def _fact_block(entries: Sequence[FactEntry], lead: str | None = None) -> list[str]:
-    lines = [f.render() for f in sorted(entries, key=lambda f: (f.subject, f.attribute))]
+def _fact_block(entries: Sequence[FactEntry], lead: str | None = None, *,
+                ordered: bool = False) -> list[str]:
+    chosen = list(entries) if ordered else sorted(entries, key=lambda f: (f.subject,
+                                                                          f.attribute))
+    lines = [f.render() for f in chosen]
     if not lines:
         lines = ["_none_"]
     if lead is None:
@@ -242,12 +290,14 @@ def parse_fact(text: str, file: str, line: int, issues: list[Issue]) -> FactEntr
         issues.append(Issue(file, line, "missing ' — source: ...' (every fact needs a source)"))
         return None
     parts = meta.split("; ")
-    expires = None
+    expires = since = None
     readers = None
     while len(parts) > 1:
         last = parts[-1]
         if last.startswith("expires ") and _DATE_RE.match(last[8:]):
             expires = last[8:]
+        elif last.startswith("since ") and _DATE_RE.match(last[6:]):
+            since = last[6:]
         elif last.startswith("readers ") and last[8:].strip():
             readers = sorted(r.strip() for r in last[8:].split(",") if r.strip())
         else:
@@ -259,14 +309,19 @@ def parse_fact(text: str, file: str, line: int, issues: list[Issue]) -> FactEntr
         return None
     return FactEntry(subject=subject.strip(), attribute=attribute.strip(), kind=m["kind"],
                      claim=claim.strip(), source=source, expires=expires, readers=readers,
-                     line=line)
+                     line=line, since=since)
 
 
 def parse_episode(text: str, file: str, line: int, issues: list[Issue]) -> EpisodeEntry | None:
     m = _EPISODE_RE.match(text)
     if m is None:
-        issues.append(Issue(file, line, "not an episode line: expected "
-                                        "'- YYYY-MM-DD (source): what happened'"))
+        if _DATED_RE.match(text):
+            reason = ("no source: every entry says where it came from — write "
+                      "'- YYYY-MM-DD (source): what happened'")
+        else:
+            reason = ("no date: every entry is dated — write "
+                      "'- YYYY-MM-DD (source): what happened'")
+        issues.append(Issue(file, line, reason))
         return None
     try:
         date.fromisoformat(m["date"])
@@ -283,22 +338,68 @@ def parse_episode(text: str, file: str, line: int, issues: list[Issue]) -> Episo
     em = _EVENT_RE.match(body)
     if em is not None:
         body, event = em["text"], em["event"]
+    supersedes = None
+    sm = _SUPERSEDES_RE.match(body)
+    if sm is not None:
+        body = sm["text"]
+        supersedes = (sm["day"], sm["source"].strip() if sm["source"] else None)
+        if sm["day"] > m["date"]:
+            issues.append(Issue(file, line, f"supersedes an entry of {sm['day']}, after its "
+                                            f"own date {m['date']}"))
+            return None
     return EpisodeEntry(day=m["date"], source=m["source"].strip(), text=body, event=event,
-                        approx=bool(m["approx"]), readers=readers, line=line)
+                        approx=bool(m["approx"]), readers=readers, line=line,
+                        supersedes=supersedes)
 
 
-def _content_lines(text: str) -> list[tuple[int, str]]:
-    return [(n, ln.rstrip()) for n, ln in enumerate(text.splitlines(), 1)]
+def _content_lines(text: str, file: str, issues: list[Issue]) -> list[tuple[int, str]]:
+    """The file's headings and entries, numbered by their first line, wrapped entries joined.
+
+    A line indented under an entry continues it. The prose after the title (up to the first
+    heading or entry) is the file's introduction; ``_none_`` marks an empty section; a
+    ``Last updated:`` line is kept for its reader. Any other line is reported."""
+    out: list[list[Any]] = []
+    intro = True
+    continues = False
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        stripped = line.strip()
+        if not stripped:
+            continues = False
+            continue
+        if continues and raw[:1] in (" ", "\t") and not stripped.startswith("- "):
+            out[-1][1] += " " + stripped
+            continue
+        continues = False
+        if stripped.startswith("#"):
+            intro = intro and n == 1
+            out.append([n, stripped])
+        elif stripped.startswith("- ") or _DATED_RE.match(stripped):
+            intro = False
+            out.append([n, stripped])
+            continues = True
+        elif stripped.startswith(LAST_UPDATED):
+            out.append([n, stripped])
+        elif stripped == "_none_" or intro:
+            continue
+        else:
+            issues.append(Issue(file, n, f"not an entry: {stripped[:60]!r} (an entry starts "
+                                         "with '- '; indent a line to continue the entry "
+                                         "above it)"))
+    return [(n, t) for n, t in out]
 
 
 def parse_identity(text: str, issues: list[Issue], file: str = IDENTITY) -> list[FactEntry]:
     out = []
-    for n, ln in _content_lines(text):
+    for n, ln in _content_lines(text, file, issues):
         if ln.startswith("- "):
             entry = parse_fact(ln, file, n, issues)
             if entry is not None:
                 out.append(entry)
-        elif ln.startswith("#") and ln != _TITLES[IDENTITY]:
+        elif not ln.startswith("#"):
+            issues.append(Issue(file, n, f"not an identity entry: {ln[:60]!r} (expected '- "
+                                         "**subject / attribute** (kind): claim — source: S')"))
+        elif ln != _TITLES[IDENTITY]:
             issues.append(Issue(file, n, f"unexpected heading {ln!r}: identity.md holds "
                                          "one list of facts", "warning"))
     return out
@@ -306,13 +407,30 @@ def parse_identity(text: str, issues: list[Issue], file: str = IDENTITY) -> list
 
 def parse_working(text: str, issues: list[Issue], file: str = WORKING
                   ) -> tuple[list[FactEntry], list[TaskEntry], list[FactEntry]]:
+    facts, tasks, pending, _ = parse_working_dated(text, issues, file)
+    return facts, tasks, pending
+
+
+def parse_working_dated(text: str, issues: list[Issue], file: str = WORKING
+                        ) -> tuple[list[FactEntry], list[TaskEntry], list[FactEntry],
+                                   str | None]:
+    """The working context's facts, tasks, pending identity changes and Last updated."""
     facts: list[FactEntry] = []
     tasks: list[TaskEntry] = []
     pending: list[FactEntry] = []
+    updated: str | None = None
     section: str | None = None
     task: TaskEntry | None = None
     list_field: str | None = None
-    for n, ln in _content_lines(text):
+    for n, ln in _content_lines(text, file, issues):
+        if ln.startswith(LAST_UPDATED):
+            value = ln[len(LAST_UPDATED):].strip()
+            if _DATE_RE.match(value):
+                updated = value
+            else:
+                issues.append(Issue(file, n, f"Last updated {value!r} is not a date "
+                                             "(YYYY-MM-DD)"))
+            continue
         if ln.startswith("## "):
             title = ln[3:].strip()
             list_field = None
@@ -348,6 +466,15 @@ def parse_working(text: str, issues: list[Issue], file: str = WORKING
                     task.fields[list_field].append(ln[2:].strip())
                     continue
                 label, sep, value = ln[2:].partition(": ")
+                if label.strip().lower() == "updated" and sep:
+                    um = _UPDATED_RE.match(value.strip())
+                    if um is None:
+                        issues.append(Issue(file, n, "expected '- Updated: YYYY-MM-DD "
+                                                     "(version N)'"))
+                    else:
+                        task.updated = um["day"]
+                        task.version = int(um["version"]) if um["version"] else None
+                    continue
                 name = _SINGLE_BY_LABEL.get(label.strip().lower())
                 if not sep or name is None:
                     issues.append(Issue(file, n, "expected '- Objective: ...', '- Next action: "
@@ -359,19 +486,24 @@ def parse_working(text: str, issues: list[Issue], file: str = WORKING
                     task.fields[name] = value.strip()
             else:
                 issues.append(Issue(file, n, "entry outside a known section"))
-        elif ln.startswith("#") and ln != _TITLES[WORKING]:
+        elif not ln.startswith("#"):
+            issues.append(Issue(file, n, f"not an entry: {ln[:60]!r} (entries start with "
+                                         "'- ')"))
+        elif ln != _TITLES[WORKING]:
             issues.append(Issue(file, n, f"unexpected heading {ln!r}", "warning"))
-    return facts, tasks, pending
+    return facts, tasks, pending, updated
 
 
 def parse_episodic(text: str, issues: list[Issue], file: str = EPISODIC) -> list[EpisodeEntry]:
     out = []
-    for n, ln in _content_lines(text):
-        if ln.startswith("- ") or _EPISODE_RE.match(ln):
+    for n, ln in _content_lines(text, file, issues):
+        if ln.startswith("- ") or _DATED_RE.match(ln):
             entry = parse_episode(ln, file, n, issues)
             if entry is not None:
                 out.append(entry)
-        elif ln.startswith("#") and ln != _TITLES[EPISODIC]:
+        elif not ln.startswith("#"):
+            issues.append(Issue(file, n, f"not an episode line: {ln[:60]!r}"))
+        elif ln != _TITLES[EPISODIC]:
             issues.append(Issue(file, n, f"unexpected heading {ln!r}", "warning"))
     return out
 
@@ -384,7 +516,7 @@ def read_files(directory: Path, issues: list[Issue]) -> MemoryFiles:
         files.identity = parse_identity(path.read_text(encoding="utf-8"), issues)
     path = directory / WORKING
     if path.exists():
-        files.facts, files.tasks, files.pending_identity = parse_working(
+        files.facts, files.tasks, files.pending_identity, files.updated = parse_working_dated(
             path.read_text(encoding="utf-8"), issues)
     path = directory / EPISODIC
     if path.exists():
@@ -431,12 +563,23 @@ def lint_markdown(directory: str | Path, *, identity_max_entries: int = IDENTITY
         first = text.splitlines()[0] if text else ""
         if first != _TITLES[name]:
             issues.append(Issue(name, 1, f"the first line should be {_TITLES[name]!r}"))
-        for n, ln in _content_lines(text):
+        for n, ln in enumerate(text.splitlines(), 1):
             found = scan(ln)
             if found.has_secret:
                 issues.append(Issue(name, n, "contains a secret (" + ", ".join(
                     sorted({f.detector for f in found.secrets})) + "): remove it"))
+            elif found.has_pii:
+                issues.append(Issue(name, n, "contains personal data (" + ", ".join(
+                    sorted({f.detector for f in found.pii})) + "): import restricts the entry "
+                    "and sends it to review", "warning"))
     files = read_files(directory, issues)
+    _lint_contradictions(files, issues)
+    for fe in files.identity:
+        state = STATE_RE.search(fe.claim)
+        if state is not None:
+            issues.append(Issue(IDENTITY, fe.line, f"reads as current state, not identity "
+                                                  f"({state[0]!r}): move it to "
+                                                  "working-context.md", "warning"))
     path = directory / IDENTITY
     if path.exists():
         tokens = count_tokens(path.read_text(encoding="utf-8"))
@@ -463,11 +606,29 @@ def lint_markdown(directory: str | Path, *, identity_max_entries: int = IDENTITY
         last = max(last, e.day)
     return sorted(issues, key=lambda i: (FILES.index(i.file), i.line))
 
+def _lint_contradictions(files: MemoryFiles, issues: list[Issue]) -> None:
+    """Two fact lines about one subject that the offline rules find contradictory."""
+    from ..extraction.judges import compare_claims, slot_key
+
+    entries = [(IDENTITY, e) for e in files.identity] + [(WORKING, e) for e in files.facts]
+    for i, (f_new, new) in enumerate(entries):
+        for f_old, old in entries[:i]:
+            if slot_key(old.subject, "")[0] != slot_key(new.subject, "")[0] or \
+                    old.slot == new.slot:
+                continue
+            verdict, reason = compare_claims(old.claim, new.claim, f"{f_old}:{old.line}")
+            if verdict != "coexist":
+                issues.append(Issue(f_new, new.line, f"likely contradicts {f_old}:{old.line} "
+                                                     f"({reason}): keep one", "warning"))
+
+
 __all__ = [
     "APPROX_FLAG",
     "EPISODIC",
     "FILES",
     "IDENTITY",
+    "LAST_UPDATED",
+    "STATE_RE",
     "WORKING",
     "EpisodeEntry",
     "FactEntry",

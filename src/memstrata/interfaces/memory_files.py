@@ -43,6 +43,7 @@ from .markdown import (
     MemoryFiles,
     TaskEntry,
     _day,
+    one_line,
     read_files,
 )
 
@@ -61,11 +62,15 @@ class ExportReport:
     files: list[Path]
 
 
-def _fact_entry(f: Any) -> FactEntry:
+def _fact_entry(f: Any, *, dated: bool = True) -> FactEntry:
+    """A fact as a file line; working-context facts say since when they hold (identity is
+    stable and carries no date)."""
+    since = (f.valid_from or f.created_at) if dated else None
     return FactEntry(subject=f.subject, attribute=f.attribute, kind=f.kind, claim=f.claim,
                      source=f.provenance.source,
                      expires=f.expires_at.date().isoformat() if f.expires_at else None,
-                     readers=sorted(f.readers) if f.readers else None)
+                     readers=sorted(f.readers) if f.readers else None,
+                     since=since.date().isoformat() if since else None)
 
 
 def collect(mem: Memory, scope: Scope | dict[str, Any], *, principal: str | None = None
@@ -77,23 +82,36 @@ def collect(mem: Memory, scope: Scope | dict[str, Any], *, principal: str | None
     pending = [f for f in mem.review.pending(scope, principal=principal, limit=100_000)
                if f.scope == scope and f.tier == "identity"]
     files = MemoryFiles(
-        identity=[_fact_entry(f) for f in current if f.tier == "identity"],
+        identity=[_fact_entry(f, dated=False) for f in current if f.tier == "identity"],
         facts=[_fact_entry(f) for f in current if f.tier != "identity"],
-        pending_identity=[_fact_entry(f) for f in pending],
+        pending_identity=[_fact_entry(f, dated=False) for f in pending],
+        updated=mem.clock.now().date().isoformat(),
     )
     for task in mem.checkpoints.tasks(scope):
         cp = mem.checkpoints.current(scope, task)
         if cp is not None:
-            files.tasks.append(TaskEntry(task=task, fields={
-                name: getattr(cp, name) for name in CHECKPOINT_FIELDS}))
+            files.tasks.append(TaskEntry(
+                task=task, fields={name: getattr(cp, name) for name in CHECKPOINT_FIELDS},
+                updated=cp.updated_at.date().isoformat() if cp.updated_at else None,
+                version=cp.version))
     episodes = mem.episodes.log(scope, principal=principal)
-    files.episodes = [
-        EpisodeEntry(day=e.observed_at.date().isoformat(), source=e.provenance.source,
-                     text=e.text + (f" (outcome: {e.outcome})" if e.outcome else ""),
-                     event=e.event, approx=APPROX_FLAG in e.flags,
-                     readers=sorted(e.readers) if e.readers else None)
-        for e in episodes
-    ]
+    by_id = {e.id: e for e in episodes}
+    per_day: dict[str, int] = {}
+    for e in episodes:
+        day = e.observed_at.date().isoformat()
+        per_day[day] = per_day.get(day, 0) + 1
+    files.episodes = []
+    for e in episodes:
+        marker = None
+        target = by_id.get(e.supersedes) if e.supersedes else None
+        if target is not None:
+            day = target.observed_at.date().isoformat()
+            marker = (day, target.provenance.source if per_day[day] > 1 else None)
+        files.episodes.append(EpisodeEntry(
+            day=e.observed_at.date().isoformat(), source=e.provenance.source,
+            text=e.text + (f" (outcome: {e.outcome})" if e.outcome else ""),
+            event=e.event, approx=APPROX_FLAG in e.flags,
+            readers=sorted(e.readers) if e.readers else None, supersedes=marker))
     return files
 
 
@@ -136,6 +154,10 @@ class ImportReport:
     counts: dict[str, int] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    #: Lines not taken (``skip_invalid``), each ``file:line: reason``.
+    skipped: list[str] = field(default_factory=list)
+    #: Things worth knowing that changed nothing (an unresolved supersedes marker).
+    notes: list[str] = field(default_factory=list)
 
     def add(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
@@ -146,7 +168,8 @@ Progress = Callable[[int, int], None]
 
 def import_markdown(mem: Memory, scope: Scope | dict[str, Any], directory: str | Path, *,
                     trust: bool = False, reviewer: str | None = None,
-                    progress: Progress | None = None) -> ImportReport:
+                    progress: Progress | None = None,
+                    skip_invalid: bool = False) -> ImportReport:
     """Read the three files into ``scope`` through the write policy (see module docstring)."""
     scope = make_scope(scope)
     directory = Path(directory)
@@ -158,12 +181,17 @@ def import_markdown(mem: Memory, scope: Scope | dict[str, Any], directory: str |
                               hint="pass reviewer= (--reviewer NAME)")
     issues: list[Issue] = []
     files = read_files(directory, issues)
-    errors = [i for i in issues if i.severity == "error"]
-    if errors:
-        raise ValidationError(f"{len(errors)} format error(s) in {directory}; nothing imported",
-                              hint="; ".join(str(i) for i in errors[:5]),
+    errors = sorted((i for i in issues if i.severity == "error"),
+                    key=lambda i: (FILES.index(i.file) if i.file in FILES else 9, i.line))
+    if errors and not skip_invalid:
+        raise ValidationError(f"{len(errors)} line(s) in {directory} cannot be imported; "
+                              "nothing imported",
+                              hint="; ".join(str(i) for i in errors[:3])
+                                   + ("; ..." if len(errors) > 3 else "")
+                                   + " — fix them, or import the rest with skip_invalid=True "
+                                     "(--skip-invalid)",
                               problems=[str(i) for i in errors])
-    report = ImportReport()
+    report = ImportReport(skipped=[str(i) for i in errors])
     total = (len(files.identity) + len(files.facts) + len(files.pending_identity)
              + len(files.tasks) + (1 if files.episodes else 0))
     done = 0
@@ -197,6 +225,7 @@ def _import_fact(mem: Memory, scope: Scope, e: FactEntry, fname: str, tier: str,
         scope, claim=e.claim, kind=e.kind, subject=e.subject, attribute=e.attribute,
         actor="import", source=e.source, confidence=IMPORT_CONFIDENCE, tier=tier,
         evidence=f"imported from {fname}:{e.line}",
+        valid_from=_day(e.since, f"{fname}:{e.line}") if e.since else None,
         expires_at=_day(e.expires, f"{fname}:{e.line}") if e.expires else None,
         readers=e.readers)
     if res.status == "rejected":
@@ -224,25 +253,65 @@ def _import_task(mem: Memory, scope: Scope, t: TaskEntry, report: ImportReport) 
     ):
         report.add("checkpoints_unchanged")
         return
-    mem.checkpoints.save(scope, t.task, by="import", **fields)
+    as_of = _day(t.updated, f"{WORKING}:{t.line}") if t.updated else None
+    if as_of is not None and as_of > mem.clock.now():
+        as_of = None
+    mem.checkpoints.save(scope, t.task, by="import", as_of=as_of, **fields)
     report.add("checkpoints")
 
 
 def _import_episodes(mem: Memory, scope: Scope, entries: list[EpisodeEntry],
                      report: ImportReport) -> None:
-    existing = {e.key for e in collect_episode_keys(mem, scope)}
-    batch = []
+    """Append the entries not in the log yet, in order; a ``supersedes`` marker links the
+    entry to the one it names (its day, and its source when given; the same event first)."""
+    logged = mem.episodes.log(scope)
+    existing = {_key(ep) for ep in logged}
+    by_day: dict[str, list[tuple[str, str, str]]] = {}
+    for ep in logged:
+        by_day.setdefault(ep.observed_at.date().isoformat(), []).append(
+            (ep.id, ep.provenance.source, ep.event))
+    batch: list[tuple[EpisodeEntry, dict[str, Any]]] = []
+
+    def flush() -> None:
+        if not batch:
+            return
+        for start in range(0, len(batch), 500):
+            chunk = batch[start:start + 500]
+            stored = mem.episodes.append_many([i for _, i in chunk])
+            for (entry, _), new in zip(chunk, stored, strict=True):
+                by_day.setdefault(entry.day, []).append((new.id, entry.source, entry.event))
+        report.add("episodes", len(batch))
+        batch.clear()
+
     for e in entries:
         if e.key in existing:
             report.add("episodes_existing")
             continue
         existing.add(e.key)
-        batch.append({"scope": scope, "text": e.text, "event": e.event, "actor": "import",
-                      "source": e.source, "observed_at": _day(e.day, f"{EPISODIC}:{e.line}"),
-                      "readers": e.readers, "flags": [APPROX_FLAG] if e.approx else []})
-    for start in range(0, len(batch), 500):
-        mem.episodes.append_many(batch[start:start + 500])
-    report.add("episodes", len(batch))
+        item: dict[str, Any] = {
+            "scope": scope, "text": e.text, "event": e.event, "actor": "import",
+            "source": e.source, "observed_at": _day(e.day, f"{EPISODIC}:{e.line}"),
+            "readers": e.readers, "flags": [APPROX_FLAG] if e.approx else []}
+        if e.supersedes is None:
+            batch.append((e, item))
+            continue
+        flush()
+        day, source = e.supersedes
+        found = [c for c in by_day.get(day, []) if source is None or c[1] == source]
+        found = [c for c in found if c[2] == e.event] or found
+        if found:
+            item["supersedes"] = found[-1][0]
+        else:
+            report.notes.append(f"{EPISODIC}:{e.line}: supersedes the {day} entry, which is not "
+                                "in the log; imported without the link")
+        batch.append((e, item))
+        flush()
+    flush()
+
+
+def _key(e: Any) -> tuple[str, str, str]:
+    text = e.text + (f" (outcome: {e.outcome})" if e.outcome else "")
+    return (e.observed_at.date().isoformat(), one_line(e.provenance.source), one_line(text))
 
 
 def collect_episode_keys(mem: Memory, scope: Scope) -> list[EpisodeEntry]:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from ..clock import Clock, from_text
 from ..errors import NotFound, ValidationError
 from ..governance.safety import redact_secrets
-from ..inputs import MAX_NAME, MAX_TEXT, clean_text, text_arg
+from ..inputs import MAX_NAME, MAX_TEXT, clean_text, date_arg, text_arg
 from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
 from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
@@ -88,11 +89,19 @@ class Checkpoints:
         self._on_close = on_close
 
     def save(self, scope: Scope | dict[str, Any], task: str, *, by: str | None = None,
-             updated_by: str | None = None, **fields: Any) -> Checkpoint:
+             updated_by: str | None = None, as_of: datetime | str | None = None,
+             **fields: Any) -> Checkpoint:
         """Overwrite the given fields of the task's checkpoint; returns the new version.
 
-        ``by`` names who saved it (``updated_by=`` is the older spelling)."""
+        ``by`` names who saved it (``updated_by=`` is the older spelling). ``as_of`` dates
+        the state when it is older than the save (an import of dated files); default now,
+        never in the future."""
         scope = make_scope(scope)
+        now = self._clock.now()
+        when = date_arg(as_of, "as_of") if as_of is not None else now
+        assert when is not None
+        if when > now:
+            raise ValidationError("as_of is in the future", hint="omit it to date the save now")
         task = _clean_task(task)
         if by is not None and updated_by is not None and by != updated_by:
             raise ValidationError("by= and updated_by= name different savers", hint="pass one")
@@ -115,7 +124,7 @@ class Checkpoints:
                 f"INSERT INTO checkpoints ({SCOPE_COLUMNS}, task, version, data, updated_at, "
                 "updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*scope_values(scope), task, version, json.dumps(data, sort_keys=True),
-                 self._clock.now(), who),
+                 when, who),
             )
             row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? AND r.version = ?",
                          (*params, task, version))
