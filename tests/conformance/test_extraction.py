@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from backends import StoreProbe
 from llm_server import LLMTestServer
-from memstrata import ManualClock, Memory, ProviderError, Scope, ValidationError
+from memstrata import Fact, ManualClock, Memory, ProviderError, Scope, ValidationError
 from memstrata.cli import cli
 from memstrata.errors import Conflict
 from memstrata.extraction.judges import SlotJudge
@@ -639,3 +639,49 @@ def test_cli_extract_explicit_and_llm(
     res = runner.invoke(cli, ["extract", str(broken), *scope])
     assert res.exit_code == 1 and "is not JSON" in res.output
     assert store.counts()["facts"] == 1
+
+
+# ------------------------------------------------------ thirty recorded sessions, offline
+
+def test_offline_extraction_over_recorded_sessions_leaves_no_contradiction_current(
+        mem: Memory, clock: ManualClock) -> None:
+    """ExplicitProposer + RuleJudge over 30 recorded sessions of three users, in order: every
+    contradiction is superseded or sent to review, never two current facts; a statement that
+    names the project stays there; a first-person one about the person follows the user."""
+    data = json.loads((Path(__file__).parents[1] / "data" / "extraction_sessions.json")
+                       .read_text("utf-8"))
+    sessions = {s["id"]: s for s in data["sessions"]}
+    assert len(sessions) >= 30
+    reports = {}
+    for s in data["sessions"]:
+        reports[s["id"]] = mem.extract(Scope(user=s["user"], project=s["project"]),
+                                       s["messages"], source=f"session:{s['id']}")
+        clock.advance(days=1)
+
+    def fact_of(sid: str) -> Fact:
+        s = sessions[sid]
+        [fact] = [f for f in mem.facts.list(Scope(user=s["user"], project=s["project"]))
+                  if f.provenance.source.startswith(f"session:{sid}#")]
+        return mem.facts.get(fact.id)
+
+    for older, newer in data["contradictions"]:
+        old, new = fact_of(older), fact_of(newer)
+        assert not (old.status == "active" and new.status == "active"), (older, newer)
+        if new.status == "pending_review":
+            assert "may contradict" in (new.reason or ""), new.reason
+        else:  # superseded the older one (and may itself be replaced later in a chain)
+            assert new.status in ("active", "superseded"), (newer, new.status)
+            assert old.status == "superseded" and old.superseded_by == new.id, (older, newer)
+    for sid in data["named_scope"]:
+        fact = fact_of(sid)
+        assert fact.scope.project == sessions[sid]["project"], (sid, fact.scope)
+        item = reports[sid].items[0]
+        assert item.scope_reason is not None and "kept at project" in item.scope_reason
+    for sid in data["user_wide"]:
+        fact = fact_of(sid)
+        assert fact.scope == Scope(user=sessions[sid]["user"]), (sid, fact.scope)
+    for sid in data["no_memory"]:
+        assert reports[sid].items == [], sid
+    # every session with a statement produced exactly one fact
+    stated = set(sessions) - set(data["no_memory"])
+    assert all(len(reports[sid].items) == 1 for sid in stated)

@@ -20,10 +20,12 @@ from ._common import current_scope, emit_json, json_option, open_memory, store_o
               help="Propose with a model: PROVIDER:MODEL[@BASE_URL] (openai, ollama, vllm, "
                    "llamacpp, lmstudio, anthropic, recorded:PATH), or 'env' for "
                    "$MEMSTRATA_LLM. Default: the explicit proposer (no model).")
-@click.option("--judge", "judge_name", type=click.Choice(["auto", "slot", "llm"]),
+@click.option("--judge", "judge_name", type=click.Choice(["auto", "rules", "slot", "llm"]),
               default="auto", show_default=True,
-              help="Who decides supersede/coexist across slots: auto = the model when --llm "
-                   "is given, else same subject and attribute.")
+              help="Who decides supersede/coexist/review across slots: auto = the model when "
+                   "--llm is given, else the rules (same predicate, another answer; "
+                   "'switched to', 'instead of', 'no longer'); slot = same subject and "
+                   "attribute only.")
 @click.option("--source", default=None,
               help="Provenance of the session, e.g. chat:2026-08-03 (default session:DATE).")
 @click.option("--task", default=None,
@@ -40,7 +42,7 @@ def extract_cmd(as_json: bool, transcript: str, llm_spec: str | None, judge_name
     Every proposal cites its turn and goes through the write policy; an invalid
     proposal or malformed model output writes nothing.
     """
-    from ..extraction.judges import LLMJudge, SlotJudge
+    from ..extraction.judges import LLMJudge, RuleJudge, SlotJudge
     from ..extraction.proposers import ExplicitProposer, LLMProposer
 
     messages = _read_transcript(transcript)
@@ -56,6 +58,8 @@ def extract_cmd(as_json: bool, transcript: str, llm_spec: str | None, judge_name
     judge: Any = None
     if judge_name == "slot":
         judge = SlotJudge()
+    elif judge_name == "rules":
+        judge = RuleJudge()
     elif judge_name == "llm":
         judge = LLMJudge(client)
     mem = open_memory()

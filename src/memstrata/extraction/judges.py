@@ -13,14 +13,22 @@ attribute). This module goes beyond exact slots, for extraction:
 2. A :class:`ConflictJudge` decides ``supersede`` or ``coexist`` for each,
    best match first, and stops at the first ``supersede``:
 
-   - :class:`SlotJudge` (default, no model): supersede when subject and
-     attribute are the same question after normalisation, else coexist;
+   - :class:`RuleJudge` (default, no model): supersede when subject and attribute are the
+     same question after normalisation, or when the statements
+     (:mod:`memstrata.extraction.statements`) share a predicate about the same kind of thing
+     with a different object ("prefer Python" / "prefer Go"), or the new one marks a change
+     of what the old one says ("switched to Y", "instead of X", "no longer X", "UPDATE:");
+     ``review`` when they may contradict but the rules cannot tell (the same predicate on
+     objects of unknown kinds that share a word, or one kind of thing under two
+     predicates): the candidate waits for a person instead of coexisting silently;
+     else coexist. :class:`SlotJudge` is the slot rule alone;
    - :class:`LLMJudge`: asks a language model, with structured output; an
      unusable answer is a :class:`~memstrata.errors.ProviderError`.
 
 3. :func:`resolve` returns the candidate to write: moved into the existing
    fact's slot when the judge said supersede (so the facts layer records the
    supersession: ``superseded_by``, ``valid_to``, the reason and evidence),
+   marked for review (``Candidate.review``) when a judge said review and none superseded,
    or unchanged. A candidate whose content words equal an existing fact's
    (same kind) is routed as a duplicate of it (the older record is kept and
    confirmed). Judging only reads; it never writes.
@@ -46,12 +54,13 @@ from ..governance.policy import Candidate
 from ..models import Fact, Scope
 from ..store.lexical import STOPWORDS
 from ..store.lexical import terms as _words
+from . import statements
 
 if TYPE_CHECKING:
     from ..layers.facts import Facts
     from ..providers.llm import LLMClient
 
-JudgeVerdict = Literal["supersede", "coexist"]
+JudgeVerdict = Literal["supersede", "coexist", "review"]
 
 #: Lexical similarity (overlap coefficient of claim + attribute terms) worth a judge's look.
 MIN_OVERLAP = 0.2
@@ -187,6 +196,57 @@ class SlotJudge:
                          f"({existing.subject}/{existing.attribute})", self.name)
 
 
+class RuleJudge:
+    """The default judge without a model (see the module docstring)."""
+
+    name = "rules"
+
+    def judge(self, existing: Fact, candidate: Candidate) -> Judgement:
+        slot = SlotJudge().judge(existing, candidate)
+        if slot.verdict == "supersede":
+            return Judgement("supersede", slot.reason, self.name)
+        if slot_key(existing.subject, "")[0] != slot_key(candidate.subject, "")[0]:
+            return Judgement("coexist", f"about another subject than {existing.ref}",
+                             self.name)
+        verdict, reason = compare_claims(existing.claim, candidate.claim, existing.ref)
+        return Judgement(verdict, reason, self.name)
+
+
+def compare_claims(old_claim: str, new_claim: str, old_ref: str) -> tuple[JudgeVerdict, str]:
+    """The rules of :class:`RuleJudge` on two claims about one subject (also used by
+    ``lint`` on the memory files): supersede, review or coexist, and why."""
+    old, new = statements.read(old_claim), statements.read(new_claim)
+    what = f"{old_ref} ({_say(old)})"
+    if new.replaced and (old.mentions(new.replaced) or (
+            old.category is not None and old.category == statements.category_of(
+                new.replaced))):
+        return "supersede", f"replaces {new.replaced!r} of {what}"
+    if new.negated and old.obj and new.mentions(old.obj) and not old.negated:
+        return "supersede", f"says {old.obj!r} no longer holds ({what})"
+    if old.predicate is None or new.predicate is None:
+        return "coexist", f"no predicate to compare with {what}"
+    if old.category is not None and old.category == new.category:
+        if old.obj == new.obj:
+            return "coexist", f"the same {old.category} as {what}"
+        if old.predicate == new.predicate or new.change:
+            return "supersede", (f"{_say(new)} replaces {_say(old)}: the same question "
+                                 f"({old.category}), another answer")
+        return "review", f"{_say(new)} / {_say(old)} of {old_ref}: two predicates about one " \
+                         f"{old.category}"
+    if old.predicate == new.predicate and old.category is None and new.category is None \
+            and old.obj and new.obj and old.obj.lower() != new.obj.lower() and \
+            term_overlap(content_terms(old.obj), content_terms(new.obj)) > 0:
+        return "review", (f"{_say(new)} / {_say(old)} of {old_ref}: the same predicate, "
+                          "objects the rules cannot compare")
+    return "coexist", f"about something else than {what}"
+
+
+def _say(st: statements.Statement) -> str:
+    if st.predicate is None:
+        return "no predicate"
+    return f"{'not ' if st.negated else ''}{st.predicate} {st.obj or '?'}"
+
+
 JUDGE_SCHEMA: dict[str, Any] = {
     "title": "conflict_judgement",
     "type": "object",
@@ -254,7 +314,7 @@ class Resolution:
     """What :func:`resolve` decided for one candidate."""
 
     candidate: Candidate
-    action: Literal["as_proposed", "supersede", "duplicate"] = "as_proposed"
+    action: Literal["as_proposed", "supersede", "duplicate", "review"] = "as_proposed"
     target: Fact | None = None
     judgement: Judgement | None = None
     judged: list[tuple[Similar, Judgement]] = field(default_factory=list)
@@ -265,6 +325,8 @@ class Resolution:
         """One line for the report, or None when nothing was judged."""
         if self.action == "duplicate":
             return self.dup_reason
+        if self.action == "review" and self.judgement is not None:
+            return f"{self.judgement.judge} judge: sent to review: {self.judgement.reason}"
         if self.judgement is not None and self.target is not None:
             return f"{self.judgement.judge} judge: supersedes {self.target.ref}: " \
                    f"{self.judgement.reason}"
@@ -329,6 +391,7 @@ def resolve(layer: Facts, cand: Candidate, judge: ConflictJudge, *,
     similar = conflict_candidates(layer, cand, min_overlap=min_overlap, min_cosine=min_cosine,
                                   limit=limit, facts=facts)
     res = Resolution(cand)
+    review: tuple[Similar, Judgement] | None = None
     for s in similar:
         verdict = judge.judge(s.fact, cand)
         if verdict.verdict == "supersede":
@@ -337,7 +400,14 @@ def resolve(layer: Facts, cand: Candidate, judge: ConflictJudge, *,
             res.candidate, res.action, res.target, res.judgement = (moved, "supersede", s.fact,
                                                                     verdict)
             return res
+        if verdict.verdict == "review" and review is None:
+            review = (s, verdict)
         res.judged.append((s, verdict))
+    if review is not None:
+        s, verdict = review
+        res.candidate = cand.model_copy(update={
+            "review": f"may contradict {s.fact.ref} ({verdict.reason}); a person decides"})
+        res.action, res.target, res.judgement = "review", s.fact, verdict
     return res
 
 
@@ -352,8 +422,10 @@ __all__ = [
     "Judgement",
     "LLMJudge",
     "Resolution",
+    "RuleJudge",
     "Similar",
     "SlotJudge",
+    "compare_claims",
     "conflict_candidates",
     "content_terms",
     "coverage",

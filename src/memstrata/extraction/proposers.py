@@ -27,6 +27,7 @@ from ..arguments import ProposeMemoryArgs
 from ..errors import ProviderError, ValidationError
 from ..governance.safety import redact_secrets
 from ..models import DEFAULT_CONFIDENCE, FACT_KINDS, FactKind, Scope, Tier, _Model
+from . import statements
 from .judges import content_terms
 from .session import Session, ToolCall
 
@@ -51,6 +52,8 @@ class Proposal(_Model):
     tier: Tier = "standard"
     applies_to: AppliesTo = "scope"
     via: str = "llm"
+    #: Why the proposal applies where it does (reported with the extraction).
+    scope_reason: str | None = None
 
 
 class ForgetRequest(_Model):
@@ -90,6 +93,14 @@ _FROM_NOW_END = re.compile(r"^(?P<body>.+?)[,;]?\s+(?:from now on|going forward|
 _FORGET = re.compile(r"^(?:forget|stop remembering|delete (?:the |your )?memory (?:of|about))"
                      r"\b[,:]?\s*(?:that\b\s*|about\b\s*|what i (?:said|told you) about\b\s*|"
                      r"everything (?:about|on)\b\s*)?(?P<body>.+)$", re.I)
+#: A short lead-in before the request: "Quick one - from now on ...", "Before we start:
+#: remember that ...".
+_LEAD_IN = re.compile(r"^[^:—–]{1,60}?(?::|—|–|\s-)\s+(?P<rest>(?:remember|keep in mind|don't "
+                      r"forget|do not forget|for future reference|from now on|going forward|"
+                      r"from here on|henceforth|forget|stop remembering)\b.+)$", re.I)
+_STARTS = re.compile(r"^(?:remember|keep in mind|don't forget|do not forget|for future "
+                     r"reference|from now on|going forward|from here on|henceforth|forget|"
+                     r"stop remembering)\b", re.I)
 _TOO_VAGUE = frozenset({"it", "that", "this", "everything", "all", "all of it", "all that",
                         "about it", "what i said"})
 _TEMPORARY = re.compile(r"\b(?:for now|for the moment|for a moment|for a bit|for today)$", re.I)
@@ -125,9 +136,13 @@ class ExplicitProposer:
     starts with always/never. "forget (that|about) X" -> a forget request,
     unless X is vague ("it", "everything") or temporary ("... for now").
     Kind comes from keyword rules (profile, relationship, decision,
-    constraint, system fact; otherwise preference), the attribute from the
-    first content words of X, the subject is the scope's user; first-person
-    statements apply at the user level. Assistant turns: each
+    constraint, system fact; otherwise preference); the attribute is the question the
+    statement answers, from its predicate and the kind of its object
+    (:func:`memstrata.extraction.statements.slot_attribute`: "I prefer Go" ->
+    ``preferred programming language``), else the first content words of X; the subject is
+    the scope's user. First-person statements apply at the user level unless they name the
+    session's project ("for this publication", "in this repo"), which keeps them at the
+    scope; ``scope_reason`` says which and why. Assistant turns: each
     ``propose_memory`` call (arguments as in :mod:`memstrata.arguments`) becomes
     a proposal citing that turn; malformed arguments are a ValidationError.
     """
@@ -157,6 +172,9 @@ class ExplicitProposer:
     def _statement(self, sentence: str, index: int, speaker: str,
                    scope: Scope) -> Proposed | None:
         text = _LEAD.sub("", sentence.strip()).strip()
+        lead_in = _LEAD_IN.match(text)
+        if lead_in is not None and not _STARTS.match(text):
+            text = _LEAD.sub("", lead_in["rest"]).strip()  # "Quick one - from now on X"
         if m := _FORGET.match(text):
             body = _clean_body(m["body"])
             if (body.lower() in _TOO_VAGUE or _TEMPORARY.search(body)
@@ -180,10 +198,21 @@ class ExplicitProposer:
         said = "said, from now on" if standing else "said"
         kind = next((k for k, rule in _KIND_RULES if rule.search(body)), "preference")
         first_person = bool(_FIRST_PERSON.search(body)) and scope.user is not None
+        named = statements.named_scope(body)
+        if first_person and named is None:
+            applies: AppliesTo = "user"
+            why = "a first-person statement about the user: applies wherever they work"
+        elif named is not None and scope.project is not None:
+            applies = "scope"
+            why = f"names {named!r}: kept at project {scope.project}"
+        else:
+            applies = "scope"
+            why = "about this scope"
+        slot = statements.slot_attribute(statements.read(body)) or _slug(body)
         return Proposal(claim=f'{speaker} {said}: "{body}"', kind=cast(FactKind, kind),
-                        subject=scope.user or "user", attribute=_slug(body), turn=index,
-                        confidence=self.confidence,
-                        applies_to="user" if first_person else "scope", via="statement")
+                        subject=scope.user or "user", attribute=slot, turn=index,
+                        confidence=self.confidence, applies_to=applies, via="statement",
+                        scope_reason=why)
 
     def _tool_call(self, call: ToolCall, index: int) -> Proposal:
         args = call.arguments

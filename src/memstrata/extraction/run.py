@@ -35,7 +35,8 @@ Contract:
   policy, dedup, supersession), after :func:`memstrata.extraction.judges.resolve` has
   looked for an existing fact in another slot that it duplicates or
   supersedes (judge: :class:`~.judges.LLMJudge` on the proposer's
-  client when it has one, else :class:`~.judges.SlotJudge`).
+  client when it has one, else :class:`~.judges.RuleJudge`, which sends a possible
+  contradiction it cannot settle to review).
 - "forget ..." deletes, for real (the forget of :mod:`memstrata.layers.forget`), the facts
   owned by the
   scope's *user* (never tenant- or project-wide) whose text contains every
@@ -70,7 +71,7 @@ from ..inputs import MAX_SOURCE, clean_text
 from ..layers.checkpoints import Checkpoints
 from ..layers.facts import Facts
 from ..models import Checkpoint, Fact, ForgetReport, Scope, _Model, build
-from .judges import ConflictJudge, LLMJudge, SlotJudge, content_terms, coverage, names_of, resolve
+from .judges import ConflictJudge, LLMJudge, RuleJudge, content_terms, coverage, names_of, resolve
 from .proposers import AppliesTo, ExplicitProposer, ForgetRequest, Proposal, Proposed, Proposer
 from .session import Session, Turn, load_transcript, quote_in, support
 
@@ -110,6 +111,10 @@ class ExtractionItem(_Model):
     ref: str | None = None
     superseded: str | None = None
     judge: str | None = None
+    #: The scope the fact went to, and why (a first-person statement follows the user; one
+    #: that names the project stays there).
+    scope: str | None = None
+    scope_reason: str | None = None
     detectors: list[str] = Field(default_factory=list)
     removed: dict[str, int] | None = None
 
@@ -158,6 +163,11 @@ class ExtractionReport(_Model):
         for it in self.items:
             what = it.claim or ""
             lines.append(f"  {it.status:<11} turn {it.turn}: {what} -- {it.reason}")
+            if it.scope is not None:
+                lines.append(f"  {'':<11} scope {it.scope}" + (f" ({it.scope_reason})"
+                                                              if it.scope_reason else ""))
+            if it.judge:
+                lines.append(f"  {'':<11} {it.judge}")
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
 
@@ -189,7 +199,7 @@ def extract(mem: ExtractionTargets, scope: Scope, transcript: Any,
     proposer = proposer if proposer is not None else ExplicitProposer()
     if judge is None:
         client = getattr(proposer, "client", None)
-        judge = LLMJudge(client) if client is not None else SlotJudge()
+        judge = LLMJudge(client) if client is not None else RuleJudge()
     existing = tuple(mem.facts.current(scope, limit=1000))
     session = Session(scope, turns, existing, now)
     proposals = list(proposer.propose(session))
@@ -374,9 +384,12 @@ def _item(plan: _Planned, status: ItemStatus, reason: str) -> ExtractionItem:
     if isinstance(p, ForgetRequest):
         return ExtractionItem(status=status, reason=reason, turn=p.turn, via=p.via,
                               actor="user", claim=redact_secrets(p.match)[0])
+    scope = plan.candidate.scope if plan.candidate is not None else None
     return ExtractionItem(status=status, reason=reason, turn=p.turn, via=p.via,
                           claim=redact_secrets(p.claim)[0], kind=p.kind,
-                          slot=f"{p.subject}/{p.attribute}")
+                          slot=f"{p.subject}/{p.attribute}",
+                          scope=str(scope) if scope is not None else None,
+                          scope_reason=p.scope_reason)
 
 
 def _short(text: str, limit: int = 80) -> str:

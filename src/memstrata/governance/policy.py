@@ -82,6 +82,9 @@ class Candidate(_Model):
     recheck_after: UTCDateTime = None
     readers: Readers = None
     reason: OptionalLongText = None
+    #: A caller's reason to have a person look first (an extraction judge found a possible
+    #: contradiction it could not settle): the candidate waits for review with it.
+    review: OptionalLongText = None
 
     @field_validator("source", mode="before")
     @classmethod
@@ -165,6 +168,9 @@ class WritePolicy:
         if cand.confidence < cfg.min_confidence:
             return Verdict("reject", cand, f"confidence {cand.confidence:.2f} is below the "
                            f"threshold {cfg.min_confidence:.2f}", tuple(detectors), tuple(flags))
+        if cand.review:
+            flags.append("possible_conflict")
+            pending_reasons.append(cand.review)
         # 8. identity tier
         if cand.tier == "identity":
             pending_reasons.append("identity facts wait for a person's approval")

@@ -18,6 +18,20 @@ Contract:
   date) is marked approximate with ``~``. A cited source (``(source: X)``,
   ``(via X)``, a URL) is used as is; otherwise the source is
   ``~FILE:LINE``, approximate.
+- Dates are parsed strictly: a month is a whole word (``Dec``, ``December``; "decision"
+  and "mayor" are not months), and a month-day without a year ("Nov 20:") takes the year
+  that puts it nearest the surrounding dates.
+- The most recent value of a current-state field wins (the later line of the file, or the
+  later date): an earlier "Working on ..." is kept as history in episodic.md and reported
+  as ``superseded``. Identity lines are judged by the offline rules of extraction
+  (:func:`memstrata.extraction.judges.compare_claims`): a line that replaces an earlier one
+  ("UPDATE: switched to Python, ignore the TypeScript rule") takes its slot, and the earlier
+  one goes to episodic.md as history, with the reason; a likely contradiction the rules
+  cannot settle is noted for review. Lines that read as current state ("current project",
+  "due end of Q1": :data:`memstrata.interfaces.markdown.STATE_RE`) go to working context.
+- Personal data (e-mail addresses, phone numbers) is flagged in the route: import makes
+  such an entry restricted and sends it to review.
+- Within each section the original order of the lines is kept.
 - The output is rendered by :mod:`memstrata.interfaces.markdown`, so it imports and
   lints like an export.
 """
@@ -29,8 +43,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from ..extraction import statements
 from .markdown import (
     APPROX,
+    STATE_RE,
     EpisodeEntry,
     FactEntry,
     MemoryFiles,
@@ -41,13 +57,22 @@ from .memory_files import write_files
 
 _MONTHS = {m: i for i, m in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)}
-_MONTH = r"(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+#: A month name or abbreviation as a whole word ("decision" and "mayor" are not months).
+_MONTH = (r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|"
+          r"aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+          r"(?:\.|(?![a-z]))")
+_DAY = r"(?P<d>\d{1,2})(?:st|nd|rd|th)?(?!\d)"
+#: (pattern, has a day, has a year)
 _DATE_PATTERNS = (
-    (re.compile(r"\b(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})\b"), True),
-    (re.compile(rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)? {_MONTH},? (?P<y>\d{{4}})\b", re.I), True),
-    (re.compile(rf"\b{_MONTH} (?P<d>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<y>\d{{4}})\b", re.I), True),
-    (re.compile(rf"\b{_MONTH} (?P<y>\d{{4}})\b", re.I), False),
+    (re.compile(r"\b(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})\b"), True, True),
+    (re.compile(rf"\b{_DAY} {_MONTH},? (?P<y>\d{{4}})\b", re.I), True, True),
+    (re.compile(rf"\b{_MONTH} {_DAY},? (?P<y>\d{{4}})\b", re.I), True, True),
+    (re.compile(rf"\b{_MONTH} (?P<y>\d{{4}})\b", re.I), False, True),
+    (re.compile(rf"\b{_MONTH} {_DAY}\b", re.I), True, False),
+    (re.compile(rf"\b{_DAY} {_MONTH}", re.I), True, False),
 )
+#: Verbs that look like months: "may" and "march" count only when capitalised.
+_VERB_MONTHS = ("may", "mar", "march")
 #: A date after these words bounds a state or a deadline; it does not date an event.
 _STATE_DATE = re.compile(r"\b(?:since|as of|until|till|due|by|before|after)\s*$", re.I)
 _LEAD_SEP = re.compile(r"^[\s:–—\-,]+")
@@ -55,7 +80,10 @@ _LEAD_SEP = re.compile(r"^[\s:–—\-,]+")
 _CURRENT_CUE = re.compile(
     r"^(?:\[[ xX]\]|todo\b|to do\b|next\b|next up\b|next step|currently\b|working on\b|"
     r"in progress\b|wip\b|right now\b|blocked\b|blocker\b|this week\b|focus\b|goal\b|"
-    r"objective\b|waiting on\b)", re.I)
+    r"objective\b|waiting on\b|current (?:project|task|focus|goal|sprint|priority)\b)", re.I)
+#: State words migrate adds to the shared STATE_RE: quarters and sprint deadlines.
+_STATE_WORDS = re.compile(r"\b(?:current project|end of q[1-4]|by q[1-4]|in q[1-4]|"
+                          r"this sprint|next sprint|eta\b)", re.I)
 _STABLE_CUE = re.compile(r"^(?:learned\b|lesson\b|remember\b|always\b|never\b|rule\b|"
                          r"convention\b|note to self\b|don'?t ever\b)", re.I)
 _RELATIVE = re.compile(r"\b(?P<rel>yesterday|today|tonight|this morning|earlier today|"
@@ -79,8 +107,12 @@ _CITED = re.compile(r"\s*\((?:source|src|via|from|per)\s*:?\s*(?P<src>[^()]+)\)"
 _URL = re.compile(r"https?://[^\s)>\]]+")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _CHECKBOX = re.compile(r"^\[(?P<mark>[ xX])\]\s*")
-_LABEL = re.compile(r"^(?P<label>todo|to do|next up|next step|next|currently|working on|"
-                    r"in progress|wip|right now|focus|goal|objective)\b\s*[:\-–—]?\s*", re.I)
+_LABEL = re.compile(r"^(?P<label>todo|to do|next up|next step|next|currently working on|"
+                    r"currently|working on|in progress|wip|right now|focus|goal|objective|"
+                    r"current (?:project|task|focus|goal|priority))\b\s*[:\-–—]?\s*", re.I)
+_OBJECTIVE_LABELS = ("currently working on", "currently", "working on", "in progress", "wip",
+                     "right now", "focus", "goal", "objective", "current project",
+                     "current task", "current focus", "current goal", "current priority")
 _KIND_CUES = (
     ("constraint", re.compile(r"\b(must|never|always|do not|don'?t|should not|required|only "
                               r"use|not allowed)\b", re.I)),
@@ -94,6 +126,10 @@ _KIND_CUES = (
                                r"hosted|repo|endpoint|config|built with|ci|netlify|hugo)\b",
                                re.I)),
 )
+#: Slots named by the predicate of common identity lines ("my name is", "I run X").
+_SLOT_CUES = re.compile(r"^(?:(?P<name>my name is|name:|i am called|call me)|"
+                        r"(?P<role>i (?:run|lead|manage|head|own)|my (?:role|title|job) is))\b",
+                        re.I)
 _NAME_VERB = re.compile(r"^(?P<name>[A-Z][a-z]+) (?:is|prefers|likes|wants|uses|works|lives|"
                         r"handles|owns|hates|needs|has|speaks|leads|reports|manages|loves)\b")
 _STOP = frozenset((
@@ -125,28 +161,41 @@ class MigrationResult:
         return [r for r in self.routes if r.destination == destination]
 
 
-def find_date(text: str) -> tuple[date, bool, tuple[int, int]] | None:
-    """The first date in ``text``: (date, has a day, span)."""
+def find_date(text: str, near: date | None = None, latest: date | None = None
+              ) -> tuple[date, bool, tuple[int, int]] | None:
+    """The first date in ``text``: (date, has a day, span). A month-day without a year takes
+    the year that puts it nearest ``near`` (the surrounding dates) and not after ``latest``
+    (the file's date) when one is possible; without ``near`` it is not a date."""
     best: tuple[date, bool, tuple[int, int]] | None = None
-    for pattern, has_day in _DATE_PATTERNS:
-        m = pattern.search(text)
-        if m is None:
-            continue
-        try:
+    for pattern, has_day, has_year in _DATE_PATTERNS:
+        for m in pattern.finditer(text):
             parts = m.groupdict()
-            month = int(parts["m"]) if parts.get("m") else _MONTHS[parts["mon"].lower()[:3]]
-            day = int(parts["d"]) if parts.get("d") else 1
-            found = date(int(parts["y"]), month, day)
-        except (ValueError, KeyError):
-            continue
-        if best is None or m.start() < best[2][0]:
-            best = (found, has_day, m.span())
+            mon = parts.get("mon")
+            if mon and mon.lower() in _VERB_MONTHS and mon[0].islower():
+                continue
+            if not has_year and near is None:
+                continue
+            try:
+                month = int(parts["m"]) if parts.get("m") else _MONTHS[mon.lower()[:3]]  # type: ignore[union-attr]
+                day = int(parts["d"]) if parts.get("d") else 1
+                if has_year:
+                    found = date(int(parts["y"]), month, day)
+                else:
+                    assert near is not None
+                    options = [date(near.year + dy, month, day) for dy in (-1, 0, 1)]
+                    past = [o for o in options if latest is None or o <= latest]
+                    found = min(past or options, key=lambda o: abs((o - near).days))
+            except (ValueError, KeyError):
+                continue
+            if best is None or m.start() < best[2][0]:
+                best = (found, has_day, m.span())
+            break
     return best
 
 
-def _heading_category(title: str) -> str | None:
+def _heading_category(title: str, near: date | None = None) -> str | None:
     low = title.lower()
-    if find_date(title) is not None:
+    if find_date(title, near) is not None:
         return "episodic"
     for category, words in _HEADING_WORDS.items():
         if any(re.search(rf"\b{re.escape(w)}", low) for w in words):
@@ -180,6 +229,12 @@ class _Sorter:
         self.headings: list[tuple[int, str | None, date | None]] = []
         self.last_date: date | None = None
         self.slots: set[tuple[str, str]] = set()
+        #: line -> why it holds personal data; line -> a likely contradiction to review
+        self.pii: dict[int, str] = {}
+        self._doubts: dict[int, str] = {}
+        self._line = 0
+        #: current-state field -> (line, text) of its most recent value
+        self.current: dict[str, tuple[int, str]] = {}
 
     # context from the heading stack
     def _category(self) -> str | None:
@@ -197,15 +252,17 @@ class _Sorter:
     def heading(self, level: int, title: str) -> None:
         while self.headings and self.headings[-1][0] >= level:
             self.headings.pop()
-        found = find_date(title)
+        near = self.last_date or self.today
+        found = find_date(title, near, self.today)
         day = found[0] if found is not None and found[1] else None
-        self.headings.append((level, _heading_category(title), day))
+        self.headings.append((level, _heading_category(title, near), day))
         if day is not None:
             self.last_date = day
 
     def line(self, n: int, raw: str) -> None:
         from ..governance.sensitivity import scan
 
+        self._line = n
         text = _BULLET.sub("", raw).strip()
         report = scan(text)
         if report.has_secret:
@@ -213,14 +270,19 @@ class _Sorter:
             self.result.routes.append(Route(n, "", "skipped",
                                             f"holds a secret ({detectors}): not migrated"))
             return
+        pii = sorted({f.detector for f in report.pii})
+        if pii:
+            self.pii[n] = (f"personal data ({', '.join(pii)}): import restricts it and sends "
+                           "it to review")
         checkbox = _CHECKBOX.match(text)
         category = self._category()
-        dated = find_date(text)
+        dated = find_date(text, self.last_date or self.today, self.today)
         if _CURRENT_CUE.match(text):
             self._working(n, text, checkbox)
         elif _STABLE_CUE.match(text):
             self._fact(n, text)
-        elif category == "working":
+        elif category == "working" or (category != "episodic" and (
+                _STATE_WORDS.search(text) or STATE_RE.search(text))):
             self._working(n, text, checkbox)
         elif dated is not None and not _STATE_DATE.search(text[:dated[2][0]]):
             self._episode(n, text, dated)
@@ -241,16 +303,33 @@ class _Sorter:
             word = label["label"].lower() if label else ""
             value = text[label.end():].strip() if label else text
             value = value or text
-            if word.startswith("next") and "next_action" not in fields:
-                fields["next_action"], note = value, "next action"
-            elif word in ("currently", "working on", "in progress", "wip", "right now", "focus",
-                          "goal", "objective") and "objective" not in fields:
-                fields["objective"], note = value, "objective"
-                self.task.task = _slug(value, 5).replace("_", "-")
+            field_name = ("next_action" if word.startswith("next") else
+                          "objective" if word in _OBJECTIVE_LABELS else None)
+            if field_name is not None:
+                note = field_name.replace("_", " ")
+                earlier = self.current.get(field_name)
+                if earlier is not None:
+                    # the most recent value wins; the earlier one is history
+                    self._history(earlier[0], earlier[1], n, f"the most recent {note} wins")
+                self.current[field_name] = (n, text)
+                fields[field_name] = value
+                if field_name == "objective":
+                    self.task.task = _slug(value, 5).replace("_", "-")
             else:
                 fields.setdefault("plan", []).append(value)
                 note = "plan"
         self.result.routes.append(Route(n, text, "working", note))
+
+    def _history(self, n: int, text: str, by: int, why: str) -> None:
+        """Move line ``n`` (routed earlier) out of the current state, replaced by line ``by``:
+        an approximate entry of episodic.md, reported as superseded."""
+        for route in self.result.routes:
+            if route.line == n:
+                route.destination, route.note = "superseded", f"superseded by line {by}: {why}"
+        day = self.last_date or self.today
+        self.result.files.episodes.append(EpisodeEntry(
+            day=day.isoformat(), source=f"{APPROX}{self.name}:{n}",
+            text=f"{text} (superseded by line {by}: {why})", approx=True, line=n))
 
     def _fact(self, n: int, text: str) -> None:
         source, claim = _source(text, self.name, n)
@@ -259,10 +338,25 @@ class _Sorter:
         name = _NAME_VERB.match(claim)
         subject = name["name"].lower() if name else (
             "project" if kind in ("system_fact", "decision") else "user")
-        if sep and len(key.split()) <= 3 and value and not _STABLE_CUE.match(claim):
+        named = _SLOT_CUES.search(claim)
+        inferred = statements.slot_attribute(statements.read(claim))
+        if named is not None:
+            attribute = next(k for k, v in named.groupdict().items() if v)
+        elif sep and len(key.split()) <= 3 and value and not _STABLE_CUE.match(claim):
             attribute = _slug(key)
+        elif inferred is not None:
+            attribute = inferred
         else:
             attribute = _slug(claim[len(name["name"]):] if name else claim)
+        note = f"{kind} {subject}/{attribute}"
+        replaced = self._replaces(claim, subject)
+        if replaced is not None:
+            old, why = replaced
+            self.result.files.identity.remove(old)
+            self.slots.discard((old.subject, old.attribute))
+            subject, attribute = old.subject, old.attribute
+            self._history(old.line, old.claim, n, why)
+            note = f"{kind} {subject}/{attribute}, supersedes line {old.line} ({why})"
         base, i = attribute, 2
         while (subject, attribute) in self.slots:
             attribute, i = f"{base}_{i}", i + 1
@@ -270,7 +364,25 @@ class _Sorter:
         self.result.files.identity.append(FactEntry(
             subject=subject, attribute=attribute, kind=kind, claim=claim, source=source,
             line=n))
-        self.result.routes.append(Route(n, claim, "identity", f"{kind} {subject}/{attribute}"))
+        doubt = self._doubts.pop(n, None)
+        if doubt:
+            note += f"; {doubt}"
+        self.result.routes.append(Route(n, claim, "identity", note))
+
+    def _replaces(self, claim: str, subject: str) -> tuple[FactEntry, str] | None:
+        """The earlier identity line this claim replaces, by the offline rules of extraction
+        (the latest first); a likely contradiction they cannot settle is noted."""
+        from ..extraction.judges import compare_claims
+
+        for old in reversed(self.result.files.identity):
+            if old.subject != subject and {old.subject, subject} - {"user", "project"}:
+                continue
+            verdict, why = compare_claims(old.claim, claim, f"line {old.line}")
+            if verdict == "supersede":
+                return old, why
+            if verdict == "review":
+                self._doubts[self._line] = f"may contradict line {old.line}: review it ({why})"
+        return None
 
     def _episode(self, n: int, text: str, dated: tuple[date, bool, tuple[int, int]] | None
                  ) -> None:
@@ -297,6 +409,12 @@ class _Sorter:
     def finish(self) -> MigrationResult:
         if self.task.fields:
             self.result.files.tasks.append(self.task)
+        for route in self.result.routes:
+            if route.line in self.pii and route.destination != "skipped":
+                route.note = "; ".join(x for x in (route.note, self.pii[route.line]) if x)
+        self.result.files.ordered = True
+        self.result.files.updated = self.today.isoformat()
+        self.result.files.episodes.sort(key=lambda e: e.day)
         return self.result
 
 
@@ -340,4 +458,10 @@ def migrate_memory_file(path: str | Path, directory: str | Path, *, overwrite: b
     return result
 
 
-__all__ = ["MigrationResult", "Route", "find_date", "migrate_memory_file", "migrate_text"]
+#: Shared with the model-driven sorter (:mod:`memstrata.interfaces.migrate_llm`).
+BULLET = _BULLET
+slug = _slug
+source_of = _source
+
+__all__ = ["BULLET", "MigrationResult", "Route", "find_date", "migrate_memory_file",
+           "migrate_text", "slug", "source_of"]

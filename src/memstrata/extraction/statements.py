@@ -1,0 +1,212 @@
+"""What a statement says, read without a model: predicate, object, and the words that mark a
+change (DESIGN §5.7, offline).
+
+:func:`read` takes a claim or a user's sentence ("I prefer Go", ``alice said: "I prefer
+Python"``, "UPDATE: switched to Python, ignore the TypeScript rule") and returns a
+:class:`Statement`:
+
+- ``predicate``: the family of the verb (``prefer``: prefer, like, love, want, would rather,
+  favour; ``use``: use, work in, write in, code in, switch/move/migrate to, go with, be on),
+  or None;
+- ``obj``: what follows it, up to a clause boundary; ``category``: the kind of thing the
+  object is when a small lexicon knows it (programming language, editor, operating system,
+  English variant, ...), or None;
+- ``negated``: "no longer", "not ... any more", "stopped", "don't ...";
+- ``change``: a word that says the statement replaces an earlier one ("switched", "moved
+  to", "instead of", "no longer", "update:", "now", "actually"), and ``replaced``: the
+  object it names as replaced ("instead of X", "ignore the X rule", "from X to Y").
+
+:func:`slot_attribute` names the slot from the predicate and the object's category
+("preferred programming language"), never from the object itself, so "prefer Python" and
+"prefer Go" land in the same slot. :func:`named_scope` says whether a sentence names the
+session's project ("this publication", "in this repo"), which keeps a first-person
+statement at the project instead of the user.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Words of a known category, longest first within each (matched as whole words).
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "programming language": (
+        "typescript", "javascript", "python", "golang", "go", "rust", "java", "kotlin", "swift",
+        "ruby", "php", "scala", "elixir", "haskell", "c++", "c#", "clojure", "lua", "dart",
+        "r", "julia", "ocaml", "perl", "zig"),
+    "editor": ("visual studio code", "vs code", "vscode", "neovim", "vim", "emacs", "cursor",
+               "intellij", "pycharm", "sublime text", "sublime", "zed", "helix", "nano"),
+    "operating system": ("macos", "linux", "windows", "ubuntu", "debian", "fedora", "arch"),
+    "english variant": ("australian english", "british english", "american english",
+                        "canadian english", "us english", "uk english", "us spelling",
+                        "uk spelling", "british spelling", "american spelling",
+                        "australian spelling", "oxford spelling"),
+    "answer format": ("bullet points", "bullet lists", "bullets", "numbered lists", "tables",
+                      "prose", "paragraphs", "markdown", "plain text", "short answers",
+                      "long answers", "code first"),
+    "standup format": ("async standups", "live standups", "async updates", "written updates",
+                       "video standups", "daily standups"),
+    "chat tool": ("slack", "microsoft teams", "teams", "discord", "email", "e-mail",
+                  "mattermost"),
+    "drink": ("green tea", "black tea", "tea", "coffee", "espresso", "decaf", "matcha"),
+    "package manager": ("pnpm", "yarn", "npm", "poetry", "uv", "pip", "conda", "pipenv",
+                        "cargo", "bun"),
+    "database": ("postgresql", "postgres", "mysql", "mariadb", "sqlite", "mongodb", "redis",
+                 "dynamodb", "cassandra"),
+    "ci service": ("github actions", "gitlab ci", "circleci", "jenkins", "buildkite",
+                   "travis"),
+    "cloud": ("aws", "gcp", "google cloud", "azure", "digitalocean", "hetzner", "fly.io"),
+    "test framework": ("pytest", "unittest", "jest", "vitest", "mocha", "rspec", "junit"),
+    "static site generator": ("hugo", "jekyll", "eleventy", "docusaurus", "mkdocs", "astro",
+                              "gatsby", "next.js", "sphinx"),
+    "indentation": ("tabs", "spaces", "two spaces", "four spaces"),
+    "time zone": ("cet", "cest", "utc", "pst", "pdt", "est", "edt", "gmt", "bst", "aest"),
+}
+_TERM_CATEGORY = {term: cat for cat, terms in CATEGORIES.items() for term in terms}
+_TERM_RE = re.compile(r"(?<![\w+#.])(" + "|".join(
+    re.escape(t) for t in sorted(_TERM_CATEGORY, key=len, reverse=True)) + r")(?![\w+#])",
+    re.I)
+
+_PREDICATES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("prefer", re.compile(
+        r"\b(?:prefers?|preferring|preferred|likes?|loves?|wants?|favou?rs?|would rather|"
+        r"'d rather|rather have|(?:am|is|are) (?:a )?fan of|enjoys?)\b\s+(?:to (?:use|have|"
+        r"get|write in|work in|code in) )?(?P<obj>.+)", re.I)),
+    ("use", re.compile(
+        r"\b(?:(?:switched|switching|moved|moving|migrated|migrating|changed|changing|"
+        r"converted|went back|going back|gone back)(?: [\w.+#-]+){0,4}? (?:over )?to|"
+        r"now (?:use|using|on)|"
+        r"uses?|using|used|work(?:s|ing)? (?:in|with)|writes? in|codes? in|develops? in|"
+        r"build(?:s|ing)? (?:in|with)|go(?:es|ing)? with|(?:am|is|are|'m|'re) on|runs? on|"
+        r"relies on|standardi[sz]ed on|spell(?:s|ing)? (?:in|with)|write with)\b\s+"
+        r"(?P<obj>.+)", re.I)),
+)
+_NEGATED = re.compile(r"\b(?:no longer|not any ?more|anymore|any more|stopped|stop|quit|"
+                      r"don't|do not|doesn't|does not|never again|not)\b", re.I)
+_CHANGE = re.compile(r"(?:^|\b)(?:update:|correction:|switched|switching|moved to|migrated|"
+                     r"changed|instead of|rather than|no longer|not any ?more|anymore|"
+                     r"went back to|going back to|from now on|now|actually|these days|"
+                     r"replac\w+|ignore)(?:\b|$)", re.I)
+_REPLACED = (
+    re.compile(r"\binstead of (?:the |using |writing in )?(?P<obj>[^,.;]+)", re.I),
+    re.compile(r"\brather than (?:the |using )?(?P<obj>[^,.;]+)", re.I),
+    re.compile(r"\bignore (?:the |my |our )?(?:old |earlier |previous )?(?P<obj>[^,.;]+?)"
+               r"(?: rule| preference| note| one)?(?:[,.;]|$)", re.I),
+    re.compile(r"\bfrom (?P<obj>[^,.;]+?) (?:over )?to\b", re.I),
+    re.compile(r"\bno longer (?:use |uses |using |prefer |prefers |like |likes |want |"
+               r"on )?(?P<obj>[^,.;]+)", re.I),
+)
+_CLAUSE_END = re.compile(r"\s*(?:[,.;:!?()]|\band\b|\bbut\b|\bbecause\b|\bsince\b|\bfor\b|"
+                         r"\bwhen\b|\bover\b|\bin (?:this|our|the|all)\b|\bfrom now on\b|"
+                         r"\bgoing forward\b|\binstead\b|\bnow\b|\bthese days\b|\bplease\b)",
+                         re.I)
+_QUOTED = re.compile(r'^[^"]*?\bsaid(?:, [^:"]+)?: "(?P<body>.+)"\s*$', re.S)
+_LEADING = re.compile(r"^(?:update|correction|note|fyi)\s*:\s*", re.I)
+
+#: What makes a statement name the session's project rather than the person.
+_NAMED_SCOPE = re.compile(
+    r"\b(?:this|our|the current|in this|for this|on this)\s+(?:publication|project|repo|"
+    r"repository|codebase|code base|site|website|book|blog|newsletter|app|application|"
+    r"product|docs|documentation|guide|manual|service|package|library|client|account|"
+    r"workspace|team|channel|course|series|magazine|journal|paper|thesis|report)\b|"
+    r"\b(?:here|in here)\s*$", re.I)
+#: What makes it about the person wherever they are.
+_EVERYWHERE = re.compile(r"\b(?:everywhere|in (?:all|every) (?:project|repo|publication)s?|"
+                         r"across (?:all )?(?:my |our )?(?:projects|repos|work)|always,? "
+                         r"(?:in|for) everything|in general|generally)\b", re.I)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """What :func:`read` found in one text (see the module docstring)."""
+
+    text: str
+    predicate: str | None = None
+    obj: str | None = None
+    category: str | None = None
+    negated: bool = False
+    change: bool = False
+    replaced: str | None = None
+
+    def mentions(self, obj: str | None) -> bool:
+        """Whether this statement names ``obj`` (as a whole word, case ignored)."""
+        if not obj:
+            return False
+        return re.search(rf"(?<![\w+#]){re.escape(obj.lower())}(?![\w+#])",
+                         self.text.lower()) is not None
+
+
+def body(text: str) -> str:
+    """The quoted words of an explicit proposal (``alice said: "..."``), else the text."""
+    m = _QUOTED.match(text.strip())
+    return m["body"] if m else text.strip()
+
+
+def category_of(text: str | None) -> str | None:
+    """The category of the first known term in ``text``, or None."""
+    if not text:
+        return None
+    m = _TERM_RE.search(text)
+    return _TERM_CATEGORY[m[1].lower()] if m else None
+
+
+def _object(rest: str) -> str:
+    cut = _CLAUSE_END.search(rest)
+    obj = rest[: cut.start()] if cut else rest
+    obj = re.sub(r"^(?:to |using |the |a |an |my |our )+", "", obj.strip(), flags=re.I)
+    return " ".join(obj.split()[:6]).strip(" .'\"")
+
+
+def read(text: str) -> Statement:
+    """The :class:`Statement` a claim or sentence makes (see the module docstring)."""
+    said = body(text)
+    clean = _LEADING.sub("", said)
+    predicate = obj = None
+    best = None
+    for name, rule in _PREDICATES:
+        first = rule.search(clean)
+        if first is not None and (best is None or first.start() < best[1]):
+            best = (name, first.start(), first["obj"])
+    if best is not None:
+        predicate, obj = best[0], _object(best[2]) or None
+    category = category_of(obj) or (category_of(clean) if predicate else None)
+    if obj and category:
+        found = _TERM_RE.search(obj)
+        if found:
+            obj = found[1].lower()
+    replaced = None
+    for rule in _REPLACED:
+        hit = rule.search(clean)
+        if hit:
+            replaced = _object(hit["obj"]) or None
+            term = _TERM_RE.search(replaced) if replaced else None
+            if term is not None:
+                replaced = term[1].lower()
+            break
+    negated = bool(_NEGATED.search(clean)) and not (replaced and predicate == "use"
+                                                    and "to" in clean.lower())
+    return Statement(text=said, predicate=predicate, obj=obj, category=category,
+                     negated=negated, change=bool(_CHANGE.search(said)), replaced=replaced)
+
+
+def slot_attribute(statement: Statement) -> str | None:
+    """The slot a statement answers, from its predicate and its object's category: "prefer
+    Go" -> ``preferred programming language``; None when the category is unknown."""
+    if statement.predicate is None or statement.category is None:
+        return None
+    if statement.predicate == "prefer":
+        return f"preferred {statement.category}"
+    return statement.category
+
+
+def named_scope(text: str) -> str | None:
+    """The words by which ``text`` names the session's project ("this publication"), or
+    None; a statement that says "everywhere" / "in all projects" names none."""
+    if _EVERYWHERE.search(text):
+        return None
+    m = _NAMED_SCOPE.search(text)
+    return " ".join(m[0].split()) if m else None
+
+
+__all__ = ["CATEGORIES", "Statement", "body", "category_of", "named_scope", "read",
+           "slot_attribute"]
