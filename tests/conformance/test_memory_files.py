@@ -123,7 +123,7 @@ def test_the_protocol_example_round_trips_with_its_supersession(
            "[decision]" in episodic
     working = (out / WORKING).read_text("utf-8")
     assert "Last updated: 2026-08-19" in working
-    assert "- Updated: 2026-08-19 (version 1)" in working
+    assert "- Updated: 2026-08-19\n" in working
     assert "; since 2026-08-19" in working
     assert lint_markdown(out) == []
     # a second store, read from the exported files, has the same current state and history
@@ -309,3 +309,40 @@ def test_migrate_with_a_recorded_model(mem: Memory, clock: ManualClock, tmp_path
     clock.advance(days=(date(2026, 3, 20) - clock.now().date()).days)
     report = import_markdown(mem, Scope(user="sam"), out)
     assert report.rejected == [] and len(report.pending) == 2  # identity waits for review
+
+
+def test_episode_text_that_looks_like_a_marker_round_trips(mem: Memory, clock: ManualClock,
+                                                           tmp_path: Path) -> None:
+    texts = ["Opened the tracking issue [bug]", "Set reviewers {readers: bob}",
+             "Closed it — supersedes the 2020-01-01 entry"]
+    for text in texts:
+        mem.episodes.append(ALICE, text=text, actor="user", source="chat")
+    mem.facts.propose(ALICE, claim="The beta flag stays on today", kind="system_fact",
+                      subject="beta", attribute="flag", actor="user", source="chat",
+                      expires_at=clock.now().replace(hour=18))
+    export_markdown(mem, ALICE, tmp_path / "one")
+    with Memory.open(f"sqlite:///{tmp_path / 'b.db'}", clock=clock, embedder=None) as fresh:
+        report = import_markdown(fresh, ALICE, tmp_path / "one", trust=True, reviewer="alice")
+        assert report.rejected == []
+        assert [e.text for e in fresh.episodes.log(ALICE, principal="alice")] == texts
+        assert [e.readers for e in fresh.episodes.log(ALICE)] == [None, None, None]
+        export_markdown(fresh, ALICE, tmp_path / "two")
+    for name in (IDENTITY, WORKING, EPISODIC):
+        assert (tmp_path / "two" / name).read_text("utf-8") == \
+            (tmp_path / "one" / name).read_text("utf-8")
+
+
+def test_an_invalid_date_or_an_oversized_claim_imports_nothing(mem: Memory, store: StoreProbe,
+                                                              tmp_path: Path) -> None:
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / IDENTITY).write_text(
+        "# Identity\n\n- **alice / editor** (preference): Alice uses vim — source: chat\n"
+        "- **alice / team** (profile): Docs team — source: chat; since 2026-02-30\n"
+        f"- **alice / bio** (profile): {'x' * 1200} — source: chat\n", "utf-8")
+    before = store.counts()
+    with pytest.raises(ValidationError) as info:
+        import_markdown(mem, ALICE, d)
+    assert [p.split(": ")[0] for p in info.value.details["problems"]] == [
+        "identity.md:4", "identity.md:5"]
+    assert store.counts() == before

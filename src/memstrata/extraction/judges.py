@@ -221,7 +221,8 @@ def compare_claims(old_claim: str, new_claim: str, old_ref: str) -> tuple[JudgeV
             old.category is not None and old.category == statements.category_of(
                 new.replaced))):
         return "supersede", f"replaces {new.replaced!r} of {what}"
-    if new.negated and old.obj and new.mentions(old.obj) and not old.negated:
+    if new.negated and not old.negated and old.obj and new.obj == old.obj and \
+            new.predicate == old.predicate:
         return "supersede", f"says {old.obj!r} no longer holds ({what})"
     if old.predicate is None or new.predicate is None:
         return "coexist", f"no predicate to compare with {what}"

@@ -63,9 +63,28 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "time zone": ("cet", "cest", "utc", "pst", "pdt", "est", "edt", "gmt", "bst", "aest"),
 }
 _TERM_CATEGORY = {term: cat for cat, terms in CATEGORIES.items() for term in terms}
-_TERM_RE = re.compile(r"(?<![\w+#.])(" + "|".join(
-    re.escape(t) for t in sorted(_TERM_CATEGORY, key=len, reverse=True)) + r")(?![\w+#])",
+_TERM_RE = re.compile(r"(?<![\w+#.&])(" + "|".join(
+    re.escape(t) for t in sorted(_TERM_CATEGORY, key=len, reverse=True)) + r")(?![\w+#&])",
     re.I)
+#: Terms that are also everyday words: they count only when written with a capital
+#: ("Go", "Teams", "Windows"), never as "go home" or "small teams".
+_CASED = frozenset({"go", "r", "c", "teams", "windows", "arch", "cursor", "swift", "dart",
+                    "zed", "helix", "nano", "rust", "julia", "lua", "perl", "email", "bun",
+                    "spaces", "tabs", "prose", "astro"})
+#: Words that may follow an object's kind and still leave it the head ("Python for
+#: scripts", "short answers with bullet points").
+_TRAILING = frozenset({"with", "and", "over", "than", "rather", "or", "plus", "as", "on", "in",
+                       "for", "via", "when",
+                       "at", "every", "only", "please"})
+
+
+def _term(text: str) -> re.Match[str] | None:
+    """The first known term of ``text`` (a cased one only when capitalised)."""
+    for m in _TERM_RE.finditer(text):
+        if m[1].lower() in _CASED and m[1][0].islower():
+            continue
+        return m
+    return None
 
 _PREDICATES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("prefer", re.compile(
@@ -81,8 +100,6 @@ _PREDICATES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"relies on|standardi[sz]ed on|spell(?:s|ing)? (?:in|with)|write with)\b\s+"
         r"(?P<obj>.+)", re.I)),
 )
-_NEGATED = re.compile(r"\b(?:no longer|not any ?more|anymore|any more|stopped|stop|quit|"
-                      r"don't|do not|doesn't|does not|never again|not)\b", re.I)
 _CHANGE = re.compile(r"(?:^|\b)(?:update:|correction:|switched|switching|moved to|migrated|"
                      r"changed|instead of|rather than|no longer|not any ?more|anymore|"
                      r"went back to|going back to|from now on|now|actually|these days|"
@@ -146,15 +163,34 @@ def category_of(text: str | None) -> str | None:
     """The category of the first known term in ``text``, or None."""
     if not text:
         return None
-    m = _TERM_RE.search(text)
+    m = _term(text)
     return _TERM_CATEGORY[m[1].lower()] if m else None
+
+
+def _head(obj: str) -> re.Match[str] | None:
+    """The known term an object is about, when it is the object's head: the object starts
+    with it and goes on, if at all, with a descriptor ("Python for scripts"), not with
+    another noun ("vim keybindings")."""
+    m = _term(obj)
+    if m is None or obj[:m.start()].strip():
+        return None
+    rest = obj[m.end():].split()
+    if rest and rest[0].lower().strip(",.;") not in _TRAILING:
+        return None
+    return m
 
 
 def _object(rest: str) -> str:
     cut = _CLAUSE_END.search(rest)
     obj = rest[: cut.start()] if cut else rest
-    obj = re.sub(r"^(?:to |using |the |a |an |my |our )+", "", obj.strip(), flags=re.I)
+    obj = re.sub(r"^(?:to |using |use |have |get |the |a |an |my |our |some )+", "",
+                 obj.strip(), flags=re.I)
     return " ".join(obj.split()[:6]).strip(" .'\"")
+
+
+#: A negation right before the predicate: "I no longer use", "we don't want", "stopped using".
+_NEGATES = re.compile(r"(?:\bno longer|\bnot|n't|\bnever|\bstopped|\bquit)\s+(?:\w+\s+)?$",
+                      re.I)
 
 
 def read(text: str) -> Statement:
@@ -162,6 +198,8 @@ def read(text: str) -> Statement:
     said = body(text)
     clean = _LEADING.sub("", said)
     predicate = obj = None
+    category = None
+    negated = False
     best = None
     for name, rule in _PREDICATES:
         first = rule.search(clean)
@@ -169,22 +207,19 @@ def read(text: str) -> Statement:
             best = (name, first.start(), first["obj"])
     if best is not None:
         predicate, obj = best[0], _object(best[2]) or None
-    category = category_of(obj) or (category_of(clean) if predicate else None)
-    if obj and category:
-        found = _TERM_RE.search(obj)
-        if found:
-            obj = found[1].lower()
+        negated = bool(_NEGATES.search(clean[:best[1]]))
+    head = _head(obj) if obj else None
+    if head is not None:
+        category, obj = _TERM_CATEGORY[head[1].lower()], head[1].lower()
     replaced = None
     for rule in _REPLACED:
         hit = rule.search(clean)
         if hit:
             replaced = _object(hit["obj"]) or None
-            term = _TERM_RE.search(replaced) if replaced else None
+            term = _term(replaced) if replaced else None
             if term is not None:
                 replaced = term[1].lower()
             break
-    negated = bool(_NEGATED.search(clean)) and not (replaced and predicate == "use"
-                                                    and "to" in clean.lower())
     return Statement(text=said, predicate=predicate, obj=obj, category=category,
                      negated=negated, change=bool(_CHANGE.search(said)), replaced=replaced)
 

@@ -10,9 +10,10 @@ scope, as the run ``session:<session_id>``:
   (``function_call_output`` and the other ``*_call_output`` items) longer than
   ``observation_cap`` keeps its head and ends with a marker saying how much was cut (the
   transcript helpers' cap, :func:`memstrata.interfaces.transcript.cap_text`: characters by
-  default, ``cap_unit="tokens"`` counts tokens). Secrets in an item are redacted before it
-  is stored, like every scratch value. An item that is not a JSON object is a
-  :class:`~memstrata.errors.ValidationError` and nothing of that call is stored.
+  default, ``cap_unit="tokens"`` counts tokens). Secrets in every string of an item are
+  redacted before it is stored (the item stays valid JSON). An item that is not a JSON
+  object, or that cannot be stored, is a :class:`~memstrata.errors.ValidationError` and
+  nothing of that call is stored (every item is checked before the first is written).
 - ``get_items(limit)`` returns the latest ``limit`` items (``session_settings.limit`` when
   none is given; all when both are None) in chronological order; ``pop_item`` removes and
   returns the newest; ``clear_session`` drops them all.
@@ -27,6 +28,8 @@ The calls run in a worker thread (the engines are thread-safe). For the MCP rout
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import json
 from collections.abc import Mapping
 from datetime import timedelta
@@ -40,9 +43,10 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ConfigError("the Agents SDK session needs openai-agents",
                       hint="pip install 'memstrata[agents]'") from exc
 
+from ..governance.safety import redact_secrets
 from ..ids import new_id
 from ..inputs import text_arg
-from ..layers.scratch import MAX_VALUE, Scratch
+from ..layers.scratch import MAX_VALUE, Scratch, SQLScratchStore
 from ..models import Scope, make_scope
 from .transcript import cap_text
 
@@ -53,6 +57,17 @@ if TYPE_CHECKING:
 
 PREFIX = "item:"
 DEFAULT_TTL = timedelta(days=30)
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with every secret in its strings redacted (keys included)."""
+    if isinstance(value, str):
+        return redact_secrets(value)[0]
+    if isinstance(value, Mapping):
+        return {redact_secrets(str(k))[0]: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
 
 
 class MemstrataSession(SessionABC):
@@ -74,8 +89,11 @@ class MemstrataSession(SessionABC):
         self.observation_cap = observation_cap
         self.cap_unit = cap_unit
         self.session_settings = session_settings
-        self._scratch = Scratch(mem.scratch_store, mem.clock, self.scope,
-                                f"session:{self.session_id}", ttl)
+        # the run id names the scope too, so two scopes' sessions never share a key space
+        digest = hashlib.sha256(self.scope.key.encode()).hexdigest()[:12]
+        self._run_id = f"session:{digest}:{self.session_id}"
+        self._scratch = Scratch(mem.scratch_store, mem.clock, self.scope, self._run_id, ttl)
+        self._ttl = self._scratch.ttl
 
     # -- helpers --------------------------------------------------------------
     def _cap(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +136,7 @@ class MemstrataSession(SessionABC):
         limit = self._limit(limit)
         keys = self._keys()
         if limit is not None and limit >= 0:
-            keys = keys[len(keys) - limit:] if limit else []
+            keys = keys[max(0, len(keys) - limit):] if limit else []
         return [item for key in keys if (item := self._read(key)) is not None]
 
     def add(self, items: list[Any]) -> None:
@@ -131,16 +149,24 @@ class MemstrataSession(SessionABC):
                 raise ValidationError(f"item {i} is {type(item).__name__}, not an input item "
                                       "(a JSON object)", hint="nothing of this call was stored")
             try:
-                encoded.append(json.dumps(self._cap(dict(item)), ensure_ascii=False))
+                text = json.dumps(_redacted(self._cap(dict(item))), ensure_ascii=False)
             except (TypeError, ValueError) as exc:
                 raise ValidationError(f"item {i} is not JSON: {exc}",
                                       hint="nothing of this call was stored") from None
-            if len(encoded[-1]) > MAX_VALUE:
+            if len(text) > MAX_VALUE:
                 raise ValidationError(
-                    f"item {i} is {len(encoded[-1])} characters as JSON (at most {MAX_VALUE})",
+                    f"item {i} is {len(text)} characters as JSON (at most {MAX_VALUE})",
                     hint="nothing of this call was stored; lower observation_cap")
-        for text in encoded:
-            self._scratch.write(PREFIX + new_id(), text)
+            encoded.append(text_arg(text, f"item {i}", max_len=MAX_VALUE, allow_empty=True))
+        now = self.mem.clock.now()
+        store = self.mem.scratch_store
+        # one transaction when the scratch lives in the database (all items or none)
+        batch = (self.mem.db.transaction(self.scope.tenant) if isinstance(store, SQLScratchStore)
+                 else contextlib.nullcontext())
+        with batch:
+            for text in encoded:
+                store.put(self.scope, self._run_id, PREFIX + new_id(), text, now,
+                          now + self._ttl)
 
     def pop(self) -> dict[str, Any] | None:
         """Remove and return the newest item (synchronous form of pop_item)."""

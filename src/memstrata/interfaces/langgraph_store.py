@@ -32,10 +32,11 @@ Mapping (a contract; the tests check every line):
 - **search**: the items under the namespace prefix, which must name every scope position
   (a search never spans users), filtered by ``filter`` (exact values, nested dicts,
   ``$eq $ne $gt $gte $lt $lte``); with a ``query`` they are ranked by the gate's ranker
-  (``score`` 0..1; an item the ranker finds no evidence for, lexical or semantic, is left
-  out; items written with ``index=False`` follow, unscored), else newest first. ``index``
-  takes paths (``["content"]``) or LangGraph's ``IndexConfig`` (its ``fields``; the
-  embedder is memstrata's own).
+  (``score`` 0..1; the newest 5,000 items of the prefix are ranked; an item the ranker finds
+  no evidence for, lexical or semantic, is left out; items written with ``index=False``
+  follow, unscored), else newest first. ``index`` takes paths (``["content"]``) or
+  LangGraph's ``IndexConfig`` (its ``fields``; the embedder is memstrata's own). Every
+  string of a value is screened: one holding a secret is refused.
 - **list_namespaces**: the namespaces of the items the store's scope owns, sorted, with
   ``prefix`` / ``suffix`` conditions (``"*"`` wildcards), ``max_depth``, ``limit``,
   ``offset``.
@@ -82,6 +83,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ConfigError("the LangGraph store needs langgraph",
                       hint="pip install 'memstrata[langgraph]'") from exc
 
+from ..governance.sensitivity import scan
 from ..inputs import MAX_CLAIM, MAX_NAME, MAX_SOURCE, MAX_TEXT
 from ..models import FACT_KINDS, Fact, Scope, make_scope
 
@@ -93,7 +95,9 @@ log = logging.getLogger("memstrata.langgraph")
 #: Subject prefix of every item of the store (a label never contains ".").
 ROOT = "lg"
 SCOPE_FIELDS = ("user", "project", "agent")
-#: How many items of a namespace prefix a query ranks (newest first).
+#: How many items of a namespace prefix a search reads (newest first; a larger prefix is
+#: logged), and how many of them a query ranks.
+MAX_ITEMS = 100_000
 MAX_RANKED = 5000
 _HEAD = MAX_NAME - 30
 
@@ -164,6 +168,17 @@ def _render(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(_render(v) for v in value)
     return json.dumps(value, ensure_ascii=False)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string of a JSON value, keys included (what the secret scan reads)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [*map(str, value), *(s for v in value.values() for s in _strings(v))]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def _clip(text: str, limit: int = MAX_CLAIM) -> str:
@@ -399,9 +414,7 @@ class MemstrataStore(BaseStore):
             return
         if not isinstance(op.value, Mapping):
             raise ValidationError("value must be a mapping (a JSON object) or None")
-        ttl = op.ttl
-        if ttl is None and self.ttl_config:
-            ttl = self.ttl_config.get("default_ttl")
+        ttl = op.ttl  # BaseStore.put has applied the TTLConfig default; None: no expiry
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)
                                 or ttl <= 0):
             raise ValidationError("ttl must be a positive number of minutes or None")
@@ -412,6 +425,12 @@ class MemstrataStore(BaseStore):
             raise ValidationError(f"the value of {key!r} is not JSON: {exc}",
                                   hint="store JSON types only (str, number, bool, None, "
                                        "list, dict)") from None
+        leaked = sorted({f.detector for text in _strings(value) for f in scan(text).secrets})
+        if leaked:
+            raise PolicyRejected(
+                f"put {key!r} refused: the value contains a secret ({', '.join(leaked)}): "
+                "secrets are never stored", hint="keep it in a secret manager and store a "
+                                                 "reference; nothing was written")
         old = self._envelope(current) if current is not None else None
         now = self.mem.clock.now()
         env = {"lg": 1, "ns": list(namespace), "key": key, "value": value,
@@ -459,7 +478,9 @@ class MemstrataStore(BaseStore):
             raise ValidationError("limit and offset must not be negative")
         _check_filter(op.filter)
         candidates = self.mem.facts.in_namespace(scope, _prefix_subject(labels), deeper=True,
-                                                 limit=MAX_RANKED)
+                                                 limit=MAX_ITEMS)
+        if len(candidates) == MAX_ITEMS:
+            log.warning("search %r read the newest %d items only", prefix, MAX_ITEMS)
         keep: list[tuple[Fact, dict[str, Any]]] = []
         for fact in candidates:
             env = self._envelope(fact)
@@ -474,6 +495,10 @@ class MemstrataStore(BaseStore):
         if op.query:
             by_id = {f.id: (f, env) for f, env in keep}
             indexed = [f.id for f, env in keep if env.get("indexed", True)]
+            if len(indexed) > MAX_RANKED:
+                log.warning("search %r ranks the newest %d of %d items", prefix, MAX_RANKED,
+                            len(indexed))
+                indexed = indexed[:MAX_RANKED]
             hits = self.mem.gate.rank(scope, op.query, fact_ids=indexed,
                                       k=max(window, 1)) if indexed else []
             ranked = {h.ref.removeprefix("fact:") for h in hits}

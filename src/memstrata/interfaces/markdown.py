@@ -105,6 +105,26 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+#: What an episode's own text must not end with, or the parser reads it as a marker.
+_MARKER_TAILS = (re.compile(r"(?<=\s)(?=\[[A-Za-z0-9_.:\-]+\]$)"),
+                 re.compile(r"(?<=\s)(?=\{readers: [^{}]+\}$)"),
+                 re.compile(r"(?<=\s)(?=(?:—|--|–)\s+supersedes (?:the )?\d{4}-\d{2}-\d{2} "
+                            r"entry(?: \([^()]+\))?$)"))
+
+
+def escape_markers(text: str) -> str:
+    """``text`` with a trailing ``[word]``, ``{readers: ...}`` or supersedes phrase escaped
+    by a backslash, so it reads back as text (:func:`unescape_markers`)."""
+    for rule in _MARKER_TAILS:
+        text = rule.sub(lambda _m: "\\", text, count=1)
+    return text
+
+
+def unescape_markers(text: str) -> str:
+    """The inverse of :func:`escape_markers`."""
+    return re.sub(r"\\(?=\[|\{readers: |(?:—|--|–)\s+supersedes )", "", text)
+
+
 def _day(value: str, where: str) -> datetime:
     try:
         return datetime.combine(date.fromisoformat(value), datetime.min.time(), tzinfo=UTC)
@@ -160,7 +180,7 @@ class EpisodeEntry:
 
     def render(self) -> str:
         out = f"- {APPROX if self.approx else ''}{self.day} ({one_line(self.source)}): " \
-              f"{one_line(self.text)}"
+              f"{escape_markers(one_line(self.text))}"
         if self.supersedes is not None:
             day, source = self.supersedes
             out += f" — supersedes the {day} entry" + (f" ({one_line(source)})" if source
@@ -190,8 +210,7 @@ class TaskEntry:
     def render(self) -> list[str]:
         out = [f"## Task: {one_line(self.task)}", ""]
         if self.updated:
-            out.append(f"- Updated: {self.updated}" + (f" (version {self.version})"
-                                                        if self.version else ""))
+            out.append(f"- Updated: {self.updated}")
         singles = [f"- {label}: {one_line(self.fields[name])}" for name, label in _SINGLE
                    if self.fields.get(name)]
         out += singles
@@ -307,9 +326,37 @@ def parse_fact(text: str, file: str, line: int, issues: list[Issue]) -> FactEntr
     if not source:
         issues.append(Issue(file, line, "empty source"))
         return None
+    for label, value in (("since", since), ("expires", expires)):
+        if value is not None and not _valid_day(value):
+            issues.append(Issue(file, line, f"{label} {value!r} is not a valid date"))
+            return None
+    problem = _too_long(claim.strip(), subject.strip(), attribute.strip(), source)
+    if problem:
+        issues.append(Issue(file, line, problem))
+        return None
     return FactEntry(subject=subject.strip(), attribute=attribute.strip(), kind=m["kind"],
                      claim=claim.strip(), source=source, expires=expires, readers=readers,
                      line=line, since=since)
+
+
+def _valid_day(value: str) -> bool:
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _too_long(claim: str, subject: str, attribute: str, source: str) -> str | None:
+    """Why a fact line cannot be stored as written (the store's field limits), or None."""
+    from ..inputs import MAX_CLAIM, MAX_NAME, MAX_SOURCE
+
+    for name, value, limit in (("claim", claim, MAX_CLAIM), ("subject", subject, MAX_NAME),
+                               ("attribute", attribute, MAX_NAME),
+                               ("source", source, MAX_SOURCE)):
+        if len(value) > limit:
+            return f"the {name} is {len(value)} characters; the limit is {limit}"
+    return None
 
 
 def parse_episode(text: str, file: str, line: int, issues: list[Issue]) -> EpisodeEntry | None:
@@ -347,6 +394,7 @@ def parse_episode(text: str, file: str, line: int, issues: list[Issue]) -> Episo
             issues.append(Issue(file, line, f"supersedes an entry of {sm['day']}, after its "
                                             f"own date {m['date']}"))
             return None
+    body = unescape_markers(body)
     return EpisodeEntry(day=m["date"], source=m["source"].strip(), text=body, event=event,
                         approx=bool(m["approx"]), readers=readers, line=line,
                         supersedes=supersedes)
@@ -468,7 +516,7 @@ def parse_working_dated(text: str, issues: list[Issue], file: str = WORKING
                 label, sep, value = ln[2:].partition(": ")
                 if label.strip().lower() == "updated" and sep:
                     um = _UPDATED_RE.match(value.strip())
-                    if um is None:
+                    if um is None or not _valid_day(um["day"]):
                         issues.append(Issue(file, n, "expected '- Updated: YYYY-MM-DD "
                                                      "(version N)'"))
                     else:

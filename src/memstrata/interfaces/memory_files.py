@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -226,7 +227,9 @@ def _import_fact(mem: Memory, scope: Scope, e: FactEntry, fname: str, tier: str,
         actor="import", source=e.source, confidence=IMPORT_CONFIDENCE, tier=tier,
         evidence=f"imported from {fname}:{e.line}",
         valid_from=_day(e.since, f"{fname}:{e.line}") if e.since else None,
-        expires_at=_day(e.expires, f"{fname}:{e.line}") if e.expires else None,
+        # a date: the end of that day (an export writes the day a fact expires on)
+        expires_at=_day(e.expires, f"{fname}:{e.line}") + timedelta(days=1, seconds=-1)
+        if e.expires else None,
         readers=e.readers)
     if res.status == "rejected":
         report.add("rejected")

@@ -77,18 +77,22 @@ _VERB_MONTHS = ("may", "mar", "march")
 _STATE_DATE = re.compile(r"\b(?:since|as of|until|till|due|by|before|after)\s*$", re.I)
 _LEAD_SEP = re.compile(r"^[\s:–—\-,]+")
 
+#: A cue word counts when a label separator or a space follows it ("Next: ..."), never as
+#: part of a name ("Next.js", "Objective-C"); "next", "focus", "goal" and "objective" only as
+#: labels ("Focus: ...", not "Focus mode is on").
+_CUE_END = r"(?=\s*[:–—]|\s|$)(?![.\-])"
 _CURRENT_CUE = re.compile(
-    r"^(?:\[[ xX]\]|todo\b|to do\b|next\b|next up\b|next step|currently\b|working on\b|"
-    r"in progress\b|wip\b|right now\b|blocked\b|blocker\b|this week\b|focus\b|goal\b|"
-    r"objective\b|waiting on\b|current (?:project|task|focus|goal|sprint|priority)\b)", re.I)
+    r"^(?:\[[ xX]\]|(?:todo|to do|next up|next step|currently|working on|in progress|wip|"
+    r"right now|blocked|blocker|this week|waiting on|current (?:project|task|focus|goal|sprint|"
+    rf"priority)){_CUE_END}|(?:next|focus|goal|objective)\s*[:–—])", re.I)
 #: State words migrate adds to the shared STATE_RE: quarters and sprint deadlines.
 _STATE_WORDS = re.compile(r"\b(?:current project|end of q[1-4]|by q[1-4]|in q[1-4]|"
                           r"this sprint|next sprint|eta\b)", re.I)
 _STABLE_CUE = re.compile(r"^(?:learned\b|lesson\b|remember\b|always\b|never\b|rule\b|"
                          r"convention\b|note to self\b|don'?t ever\b)", re.I)
-_RELATIVE = re.compile(r"\b(?P<rel>yesterday|today|tonight|this morning|earlier today|"
-                       r"last (?:night|week|month)|(?:on )?(?:mon|tues|wednes|thurs|fri|satur|"
-                       r"sun)day)\b", re.I)
+_RELATIVE = re.compile(r"\b(?<!every )(?<!each )(?P<rel>yesterday|today|tonight|this morning|"
+                       r"earlier today|last (?:night|week|month)|(?<!every )(?<!each )"
+                       r"(?:on )?(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b(?!s)", re.I)
 _EVENT_VERB = re.compile(
     r"^(?:we |i |the team )?(?:deployed|fixed|merged|released|shipped|migrated|met|decided|"
     r"found|discovered|broke|failed|rolled back|upgraded|published|launched|reverted|sent|"
@@ -109,7 +113,8 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _CHECKBOX = re.compile(r"^\[(?P<mark>[ xX])\]\s*")
 _LABEL = re.compile(r"^(?P<label>todo|to do|next up|next step|next|currently working on|"
                     r"currently|working on|in progress|wip|right now|focus|goal|objective|"
-                    r"current (?:project|task|focus|goal|priority))\b\s*[:\-–—]?\s*", re.I)
+                    rf"current (?:project|task|focus|goal|priority)){_CUE_END}\s*[:\-–—]?\s*",
+                    re.I)
 _OBJECTIVE_LABELS = ("currently working on", "currently", "working on", "in progress", "wip",
                      "right now", "focus", "goal", "objective", "current project",
                      "current task", "current focus", "current goal", "current priority")
@@ -286,7 +291,8 @@ class _Sorter:
             self._working(n, text, checkbox)
         elif dated is not None and not _STATE_DATE.search(text[:dated[2][0]]):
             self._episode(n, text, dated)
-        elif category == "episodic" or _RELATIVE.search(text) or _EVENT_VERB.match(text):
+        elif category == "episodic" or _RELATIVE.search(text) or (
+                _EVENT_VERB.match(text) and category != "identity"):
             self._episode(n, text, None)
         else:
             self._fact(n, text)

@@ -145,6 +145,9 @@ def migrate_with_llm(text: str, client: LLMClient, *, name: str = "MEMORY.md",
     task = TaskEntry(task="current-work")
     last_day: date | None = None
     entries: dict[int, FactEntry | EpisodeEntry] = {}
+    slots: set[tuple[str, str]] = set()
+    holders: dict[str, int] = {}  # objective / next_action -> the line holding it
+    replaced: list[tuple[int, int]] = []
     for n in sorted(by_line):
         item = by_line[n]
         text_ = sent[n][1]
@@ -155,6 +158,10 @@ def migrate_with_llm(text: str, client: LLMClient, *, name: str = "MEMORY.md",
             kind = item.get("kind") if item.get("kind") in FACT_KINDS else "profile"
             subject = slug(str(item.get("subject") or "user"), 3).replace("_", " ") or "user"
             attribute = slug(str(item.get("attribute") or body), 4).replace("_", " ")
+            base, i = attribute, 2
+            while (subject, attribute) in slots:  # one value per slot: number the others
+                attribute, i = f"{base} {i}", i + 1
+            slots.add((subject, attribute))
             fact = FactEntry(subject=subject, attribute=attribute, kind=str(kind), claim=body,
                              source=source, line=n)
             result.files.identity.append(fact)
@@ -164,6 +171,9 @@ def migrate_with_llm(text: str, client: LLMClient, *, name: str = "MEMORY.md",
         elif dest == "working":
             field = str(item["field"]) if item.get("field") in FIELDS else "plan"
             if field in ("objective", "next_action"):
+                if field in holders:  # the most recent value wins, the earlier is history
+                    replaced.append((holders[field], n))
+                holders[field] = n
                 task.fields[field] = body
             else:
                 task.fields.setdefault(field, []).append(body)
@@ -186,7 +196,9 @@ def migrate_with_llm(text: str, client: LLMClient, *, name: str = "MEMORY.md",
     for n in sorted(by_line):
         old = by_line[n].get("supersedes")
         if isinstance(old, int) and old < n and old in sent:
-            _supersede(result, entries, task, old, n, sent[old][1], name)
+            replaced.append((old, n))
+    for old, n in sorted(set(replaced)):
+        _supersede(result, entries, task, old, n, sent[old][1], name)
     if task.fields:
         result.files.tasks.append(task)
     result.files.episodes.sort(key=lambda e: e.day)
@@ -206,9 +218,9 @@ def _supersede(result: MigrationResult, entries: dict[int, FactEntry | EpisodeEn
     entry = entries.get(old)
     if isinstance(entry, FactEntry) and entry in result.files.identity:
         result.files.identity.remove(entry)
-    for name in ("objective", "next_action"):
-        if task.fields.get(name) == BULLET.sub("", text).strip():
-            task.fields.pop(name)
+    for field_name in ("objective", "next_action"):
+        if task.fields.get(field_name) == BULLET.sub("", text).strip():
+            task.fields.pop(field_name)
     for route in result.routes:
         if route.line == old and route.destination in ("identity", "working"):
             route.destination = "superseded"

@@ -33,7 +33,7 @@ HIT = obj({"ref": STR, "layer": STR, "excerpt": STR,
            "score": {"type": "number", "minimum": 0, "maximum": 1}},
           {"date": STR, "event": STR, "kind": STR, "source": STR, "actor": STR, "status": STR,
            "project": STR, "outcome": STR, "needs_verification": BOOL, "verify_reason": STR,
-           "untrusted": BOOL})
+           "untrusted": BOOL, "thread": STR})
 
 RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
     "get_current_task": obj({"task": NSTR}, {"tasks": STRS, "note": STR,

@@ -233,7 +233,8 @@ def _retire_fact(d: ToolDispatcher, a: RetireFactArgs) -> dict[str, Any]:
 def _log_episode(d: ToolDispatcher, a: LogEpisodeArgs) -> dict[str, Any]:
     ep = d.mem.episodes.append(d.scope, text=a.text, event=a.event, actor=d.actor,
                                source=a.source, observed_at=a.observed_at, outcome=a.outcome,
-                               evidence=a.evidence, supersedes=a.supersedes)
+                               evidence=a.evidence, supersedes=a.supersedes,
+                               thread=a.thread or f"run:{d.run_id}")
     out: dict[str, Any] = {"logged": ep.ref, "event": ep.event,
                            "observed_at": ep.observed_at.isoformat()}
     if ep.flags:

@@ -106,8 +106,8 @@ class SQLScratchStore:
 
     def discard(self, scope: Scope, run_id: str) -> int:
         with self._db.transaction(scope.tenant) as tx:
-            return tx.execute("DELETE FROM scratch WHERE tenant = ? AND run_id = ?",
-                              (scope.tenant, run_id))
+            return tx.execute("DELETE FROM scratch WHERE tenant = ? AND run_id = ? AND "
+                              "scope_key = ?", (scope.tenant, run_id, scope.key))
 
     def sweep(self, now: datetime) -> int:
         removed = 0
