@@ -262,8 +262,9 @@ def test_recipe_date_boost_prefers_the_named_month() -> None:
 
 def test_run_end_to_end_with_minilm(data_file: Path) -> None:
     result = run(data_file, embedder="minilm", ks=(1, 5))
-    assert set(result["retrievers"]) == {"memstrata", "memstrata-history", "bm25", "vector",
-                                         "rrf", "recipe"}
+    assert set(result["retrievers"]) == {"memstrata", "memstrata-history", "memstrata-turns",
+                                         "memstrata-turns-history", "bm25", "vector", "rrf",
+                                         "recipe"}
     assert result["load"]["skipped_questions"] == 2
     recipe = result["retrievers"]["recipe"]["categories_1_4"]
     assert 0.0 <= recipe["recall@1"] <= recipe["recall@5"] <= 1.0
@@ -274,6 +275,12 @@ def test_run_end_to_end_with_minilm(data_file: Path) -> None:
     history = result["retrievers"]["memstrata-history"]["categories_1_4"]
     assert {k: history[k] for k in ("recall@1", "recall@5", "mrr")} == {
         k: store[k] for k in ("recall@1", "recall@5", "mrr")}
+    # one provenance ref per turn with the session as thread: the same threading, both paths
+    turns = result["retrievers"]["memstrata-turns"]["categories_1_4"]
+    turns_history = result["retrievers"]["memstrata-turns-history"]["categories_1_4"]
+    assert {k: turns[k] for k in ("recall@1", "recall@5", "mrr")} == {
+        k: store[k] for k in ("recall@1", "recall@5", "mrr")} == {
+        k: turns_history[k] for k in ("recall@1", "recall@5", "mrr")}
     # 8 turns and k=5: the top 5 hold most but not all of the conversation
     assert 0.3 < recipe["token_share@5"] < 1.0
     json.dumps(result)  # JSON-ready

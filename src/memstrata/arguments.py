@@ -104,6 +104,8 @@ class LogEpisodeArgs(ToolArgs):
     observed_at: str | None = Field(None, description="When it was true (ISO); default now.")
     evidence: str | None = Field(None, description="Pointer to the evidence.")
     supersedes: str | None = Field(None, description="episode:ID this entry corrects.")
+    thread: str | None = Field(None, description="The conversation or ticket it belongs to "
+                                                 "(default: this session).")
 
 
 class ScratchWriteArgs(ToolArgs):

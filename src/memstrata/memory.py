@@ -309,6 +309,13 @@ class Run:
                  tb: TracebackType | None) -> None:
         self.close()
 
+    def log(self, text: str, *, source: str, actor: str = "agent", **fields: Any) -> Episode:
+        """Append an episode of this run: its thread is the run (``run:RUN_ID``) unless
+        ``thread=`` names another (see :meth:`memstrata.layers.episodes.Episodes.append`)."""
+        fields.setdefault("thread", f"run:{self.run_id}")
+        return self.mem.episodes.append(self.scope, text=text, source=source, actor=actor,
+                                        **fields)
+
     def close(self) -> None:
         """End the run: discard its scratchpad and record the end time."""
         if not self._open:

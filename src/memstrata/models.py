@@ -86,6 +86,7 @@ OptionalLongText = Annotated[str | None, _text(MAX_TEXT, optional=True)]
 ClaimText = Annotated[str, _text(MAX_CLAIM)]
 #: Where a record came from.
 SourceText = Annotated[str, _text(MAX_SOURCE)]
+OptionalSourceText = Annotated[str | None, _text(MAX_SOURCE, optional=True)]
 #: A fact's subject or attribute: lower-cased, whitespace collapsed.
 SlotText = Annotated[str, BeforeValidator(_slot)]
 #: An aware UTC datetime (ISO text accepted; naive datetimes refused).
@@ -236,6 +237,8 @@ class Episode(_Model):
     status: EpisodeStatus = "current"
     flags: list[str] = Field(default_factory=list)
     subject: str | None = None
+    #: The conversation, run or ticket it belongs to (default: its run, else its source).
+    thread: str | None = None
 
     @property
     def ref(self) -> str:
@@ -309,6 +312,8 @@ class Hit(_Model):
     needs_verification: bool = False
     verify_reason: str | None = None
     untrusted: bool = False
+    #: An episode's thread (the conversation, run or ticket it belongs to).
+    thread: str | None = None
     #: How an episode ended ("abandoned", "approved"...): judged before it is opened.
     outcome: str | None = None
     tokens: int = 0

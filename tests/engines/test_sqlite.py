@@ -19,7 +19,33 @@ def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     c = raw(db_path)
     assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")]
-    assert names == ["m001_initial", "m002_tenants"]
+    assert names == ["m001_initial", "m002_tenants", "m003_episode_threads"]
     mem.close()
     Memory.open(f"sqlite:///{db_path}", embedder=None).close()  # reopen: no re-run
     assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names
+
+
+def test_episodes_stored_before_threads_are_threaded_by_their_source(db_path: Path) -> None:
+    """m003 on a store written before it: every episode's thread is its source, and the
+    append-only guard is back in force afterwards."""
+    from memstrata.store.sqlite_schema import MIGRATIONS
+
+    c = raw(db_path)
+    c.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for name, fn in MIGRATIONS.pending([]):
+        if name == "m003_episode_threads":
+            break
+        fn(c)
+        c.execute("INSERT INTO migrations VALUES (?, '2026-01-01')", (name,))
+    c.execute("INSERT INTO episodes (tenant, s_user, s_project, s_agent, scope_key, id, event, "
+              "text, actor, source, created_at, observed_at, confidence) VALUES ('default', "
+              "'alice', NULL, NULL, 'u=alice;p=;a=', 'E1', 'note', 'old turn', 'user', 'chat:s1', "
+              "'2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00', 1.0)")
+    with Memory.open(f"sqlite:///{db_path}", embedder=None) as mem:
+        assert mem.episodes.get("E1").thread == "chat:s1"
+    assert c.execute("SELECT thread FROM episodes").fetchall() == [("chat:s1",)]
+    try:
+        c.execute("UPDATE episodes SET text = 'changed'")
+        raise AssertionError("episodes must stay append-only after the migration")
+    except sqlite3.IntegrityError:
+        pass

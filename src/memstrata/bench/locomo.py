@@ -352,18 +352,23 @@ def evaluate(
             retriever = factory(conv.turns)
             build_s += time.perf_counter() - t0
             tok = turn_tokens[conv.sample_id]
+            exact = bool(getattr(retriever, "exact_k", False))
             for q in conv.questions:
                 t0 = time.perf_counter()
                 ranked = retriever.search(q.question, depth)
                 latency = (time.perf_counter() - t0) * 1000
+                # a retriever that answers a k=10 call differently from the top 10 of a k=20
+                # one is scored on what each call returns
+                per_k = {k: retriever.search(q.question, k) if exact and k != depth
+                         else ranked for k in ks}
                 rows.append(
                     _QueryRow(
                         sample_id=conv.sample_id,
                         category=q.category,
-                        recalls={k: recall_at(ranked, q.evidence, k) for k in ks},
+                        recalls={k: recall_at(per_k[k], q.evidence, k) for k in ks},
                         rr=reciprocal_rank(ranked[:depth], q.evidence),
                         # +1 a turn for the newline that separates turns in a prompt
-                        tokens={k: sum(tok.get(d, 0) + 1 for d in ranked[:k]) for k in ks},
+                        tokens={k: sum(tok.get(d, 0) + 1 for d in per_k[k][:k]) for k in ks},
                         conv_tokens=conv_tokens[conv.sample_id],
                         latency_ms=latency,
                     )
@@ -725,18 +730,20 @@ class _DocumentCache:
         return self._inner.embed_query(text)
 
 
-RETRIEVER_NAMES: tuple[str, ...] = ("memstrata", "memstrata-history", "bm25", "vector", "rrf",
+RETRIEVER_NAMES: tuple[str, ...] = ("memstrata", "memstrata-history", "memstrata-turns",
+                                     "memstrata-turns-history", "bm25", "vector", "rrf",
                                      "recipe")
 
 
 def _embedding_factory(name: str, embedder: Embedder) -> RetrieverFactory:
     def build(turns: Sequence[Turn]) -> Retriever:
-        if name in ("memstrata", "memstrata-history"):
+        if name.startswith("memstrata"):
             from .locomo_store import StoreRetriever
 
             return StoreRetriever(turns, embedder,
-                                  path="search_history" if name == "memstrata-history"
-                                  else "recall")
+                                  path="search_history" if name.endswith("-history")
+                                  else "recall",
+                                  storage="per-turn" if "-turns" in name else "session")
         if name == "vector":
             return VectorRetriever(turns, embedder)
         if name == "rrf":

@@ -2,10 +2,13 @@
 
 Each conversation gets a fresh embedded store. Every turn is appended as an
 episode — ``text`` (with the shared image's caption), ``subject`` = the
-speaker, ``observed_at`` = the session date, ``source`` = the session (so a
-session is one thread and each turn is indexed with the turns before it) —
-and each question goes through ``mem.recall(..., layers=["episodes"])`` or (``path=
+speaker, ``observed_at`` = the session date, and either ``source`` = the session (the
+store threads by source when no thread is given; ``storage="session"``) or one provenance
+ref per turn, ``source = "locomo:session_N/D1:3"``, with the session as ``thread``
+(``storage="per-turn"``, as an agent following DESIGN's examples writes them) — and each
+question goes through ``mem.recall(..., layers=["episodes"])`` or (``path=
 "search_history"``) through the agent tool ``search_history``, as the MCP server calls it.
+A search asks for exactly ``k`` results (the harness calls it once per k).
 Only the turns, their speakers and session dates are used: never the QA
 annotations, observations or summaries.
 """
@@ -28,9 +31,15 @@ from ..models import Scope
 class StoreRetriever:
     """Searches one conversation through a real memstrata store."""
 
-    def __init__(self, turns: Sequence[Any], embedder: Any, *, path: str = "recall") -> None:
+    #: The harness calls :meth:`search` once per k and scores what each call returns.
+    exact_k = True
+
+    def __init__(self, turns: Sequence[Any], embedder: Any, *, path: str = "recall",
+                 storage: str = "session") -> None:
         if path not in ("recall", "search_history"):
             raise ValueError(f"path must be 'recall' or 'search_history', not {path!r}")
+        if storage not in ("session", "per-turn"):
+            raise ValueError(f"storage must be 'session' or 'per-turn', not {storage!r}")
         self.path = path
         self._tools: Any = None
         self._dir = Path(tempfile.mkdtemp(prefix="memstrata-locomo-"))
@@ -41,9 +50,13 @@ class StoreRetriever:
         items = []
         for t in turns:
             shared = f" [shares {t.caption}]" if t.caption else ""
-            items.append({"scope": self.scope, "text": f"{t.text}{shared}", "event": "dialogue",
-                          "subject": t.speaker, "actor": "user",
-                          "source": f"session_{t.session}", "observed_at": t.date})
+            item = {"scope": self.scope, "text": f"{t.text}{shared}", "event": "dialogue",
+                    "subject": t.speaker, "actor": "user", "observed_at": t.date,
+                    "source": f"session_{t.session}"}
+            if storage == "per-turn":
+                item.update(source=f"locomo:session_{t.session}/{t.dia_id}",
+                            thread=f"session_{t.session}")
+            items.append(item)
         stored = self.mem.episodes.append_many(items)
         self._dia = {e.ref: t.dia_id for e, t in zip(stored, turns, strict=True)}
 

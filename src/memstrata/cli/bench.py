@@ -93,8 +93,10 @@ def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None, 
               help="locomo_dev.json (e.g. ../shared/bench/locomo/locomo_dev.json).")
 @click.option("--retrievers", default="memstrata,bm25,vector,rrf,recipe", show_default=True,
               help="memstrata = the store and its recall gate; memstrata-history = the same store "
-                   "through the agent tool search_history; the rest are baselines and the "
-                   "standalone reference recipe.")
+                   "through the agent tool search_history; memstrata-turns and "
+                   "memstrata-turns-history store one provenance ref per turn with the session "
+                   "as thread (store retrievers are scored on what each k call returns); the "
+                   "rest are baselines and the standalone reference recipe.")
 @click.option("--embedder", default="minilm", show_default=True)
 @click.option("--out", default="bench-results/locomo.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True)

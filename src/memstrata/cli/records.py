@@ -284,14 +284,17 @@ def episodes() -> None:
 @click.option("--supersedes", default=None, help="Episode id this entry corrects.")
 @click.option("--expires-at", default=None)
 @click.option("--subject", default=None, help="Who or what it is about (speaker, system).")
+@click.option("--thread", default=None,
+              help="The conversation, run or ticket it belongs to (default: the source).")
 def episodes_append(as_json: bool, text: str, event: str, actor: str, source: str,
                     observed_at: str | None, outcome: str | None, supersedes: str | None,
-                    expires_at: str | None, subject: str | None) -> None:
+                    expires_at: str | None, subject: str | None, thread: str | None) -> None:
     """Append one episode (append-only; corrections supersede)."""
     mem = open_memory()
     ep = mem.episodes.append(current_scope(), text=text, event=event, actor=actor,
                              source=source, observed_at=observed_at, outcome=outcome,
-                             supersedes=supersedes, expires_at=expires_at, subject=subject)
+                             supersedes=supersedes, expires_at=expires_at, subject=subject,
+                             thread=thread)
     if as_json:
         emit_json(ep)
     else:

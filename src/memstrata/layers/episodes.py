@@ -11,10 +11,16 @@ Contract:
 - Every write is screened (:mod:`memstrata.governance.safety`): secrets are redacted, and
   content from an untrusted actor (the policy's ``untrusted_actors``) that reads as an
   instruction is flagged.
-- A *thread* is the episodes of one scope with the same ``source``. An episode's lexical
-  entry is ``[date] line`` with the lines of the previous :data:`CONTEXT_EPISODES` of its
-  thread as lower-weighted context; its vector is made from the previous line and its own
-  (:meth:`Episodes.embed_text`). The date is the stored ``observed_at``.
+- A *thread* is the episodes of one scope with the same ``thread``: a conversation session,
+  a run, a ticket, given as ``thread=`` (a run's :meth:`memstrata.memory.Run.log` and the
+  tools' ``log_episode`` default to the run; otherwise the default is the ``source``, so
+  ``source`` stays free for per-item provenance such as ``chat:s3/t12``). An episode's
+  lexical entry is ``[date] line`` with the lines of the :data:`CONTEXT_EPISODES` before
+  *and after* it in its thread as lower-weighted context; its vector is made from the
+  previous line and its own (:meth:`Episodes.embed_text`). The date is the stored
+  ``observed_at``. The rows stay append-only; their index entries are refreshed when a
+  neighbour arrives (the earlier turns gain it as following context, and a turn that lands
+  before others changes their previous line, so they are re-embedded too).
 - When an episode is forgotten, the neighbours that carried it as context are re-indexed
   from what remains (:meth:`Episodes.refresh_neighbours`).
 - The read filter is :meth:`Episodes.filter_sql` (scope applies, readers, unexpired,
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +54,7 @@ from ..models import (
     NameText,
     OptionalLongText,
     OptionalNameText,
+    OptionalSourceText,
     Provenance,
     Readers,
     Scope,
@@ -73,10 +81,12 @@ from .indexing import IndexEntry, RecordIndex
 from .selector import Selector
 
 COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
-           "confidence, expires_at, supersedes, readers, flags, subject")
+           "confidence, expires_at, supersedes, readers, flags, subject, thread")
 _SELECT = f"SELECT {SCOPE_COLUMNS}, {COLUMNS} FROM episodes r"
-#: How many earlier episodes of the same thread (scope + source) are indexed as context.
+#: How many episodes before (and after) one in its thread are indexed as its context.
 CONTEXT_EPISODES = 2
+#: How many stored episodes after a batch's first one are read to place the batch.
+_PLACE_WINDOW = 500
 #: Text columns a forget ``match`` searches.
 _TEXT_COLUMNS = ("text", "event", "evidence", "outcome", "source")
 
@@ -98,6 +108,7 @@ class EpisodeInput(_Model):
     readers: Readers = None
     flags: list[str] = Field(default_factory=list)
     subject: OptionalNameText = None
+    thread: OptionalSourceText = None
 
 
 def episode_from_row(row: Row, superseded: bool = False, now: datetime | None = None) -> Episode:
@@ -113,6 +124,7 @@ def episode_from_row(row: Row, superseded: bool = False, now: datetime | None = 
         outcome=row["outcome"], confidence=float(row["confidence"]), expires_at=expires,
         supersedes=row["supersedes"], readers=load_json_list(row["readers"]), status=status,
         flags=load_json_list(row["flags"]) or [], subject=row["subject"],
+        thread=row["thread"],
     )
 
 
@@ -134,7 +146,27 @@ def episode_hit(ep: Episode, score: float, superseded: bool, terms_: Sequence[st
     return Hit(ref=ep.ref, layer="episodes", excerpt=text, score=score, date=ep.observed_at,
                event=ep.event, source=ep.provenance.source, actor=ep.provenance.actor,
                status="superseded" if superseded else "current", scope=ep.scope,
-               untrusted="untrusted" in ep.flags, outcome=ep.outcome, tokens=count_tokens(text))
+               untrusted="untrusted" in ep.flags, outcome=ep.outcome, thread=ep.thread,
+               tokens=count_tokens(text))
+
+
+@dataclass
+class _Neighbour:
+    """A stored episode whose thread context changes, and its new context."""
+
+    row: Row
+    before: list[str]
+    after: list[str]
+    reembed: bool = False
+
+
+@dataclass
+class _Plan:
+    """Where a batch lands in its threads (see :meth:`Episodes._thread_plan`)."""
+
+    before: list[list[str]]
+    after: list[list[str]]
+    refresh: list[_Neighbour] = field(default_factory=list)
 
 
 #: A ranked search of the log: ``(scope, query, k, since, until, principal) -> hits``.
@@ -207,10 +239,12 @@ class Episodes:
                evidence: str | None = None, outcome: str | None = None,
                confidence: float = 1.0, expires_at: datetime | str | None = None,
                supersedes: str | None = None,
-               readers: Sequence[str] | None = None, subject: str | None = None) -> Episode:
+               readers: Sequence[str] | None = None, subject: str | None = None,
+               thread: str | None = None) -> Episode:
         """Append one episode; returns it as stored. ``actor`` and ``source`` are required
         (who said it, where it came from). ``subject`` names who or what it is about (a
-        speaker, a system); a query naming the subject ranks its episodes first."""
+        speaker, a system); a query naming the subject ranks its episodes first. ``thread``
+        names the conversation, run or ticket it belongs to (default: the source)."""
         if actor is None or source is None:
             missing = "actor" if actor is None else "source"
             raise ValidationError(f"an episode needs its {missing}: who said it (actor) and "
@@ -219,7 +253,7 @@ class Episodes:
         item = build(EpisodeInput, scope=make_scope(scope), text=text, event=event, actor=actor,
                      source=source, observed_at=observed_at, evidence=evidence, outcome=outcome,
                      confidence=confidence, expires_at=expires_at, supersedes=supersedes,
-                     readers=readers, subject=subject)
+                     readers=readers, subject=subject, thread=thread)
         return self.append_many([item])[0]
 
     def append_many(self, items: Sequence[EpisodeInput | dict[str, Any]]) -> list[Episode]:
@@ -243,12 +277,17 @@ class Episodes:
         tenant = tenants.pop()
         now = self._clock.now()
         inputs = [self._screen(i) for i in inputs]
-        # observed_at defaults to now: resolved once, so the row and its index agree
-        inputs = [i if i.observed_at is not None else i.model_copy(update={"observed_at": now})
-                  for i in inputs]
-        contexts = self._thread_context(tenant, inputs)
-        vectors = self._index.embed([self.embed_text(ctx, self.line(i))
-                                     for i, ctx in zip(inputs, contexts, strict=True)])
+        # observed_at defaults to now, the thread to the source: resolved once, so the row
+        # and its index agree
+        inputs = [i.model_copy(update={"observed_at": i.observed_at or now,
+                                       "thread": i.thread or i.source}) for i in inputs]
+        plan = self._thread_plan(tenant, inputs)
+        texts = [self.embed_text(before, self.line(i))
+                 for i, before in zip(inputs, plan.before, strict=True)]
+        moved = [n for n, r in enumerate(plan.refresh) if r.reembed]
+        vectors = self._index.embed(texts + [self.embed_text(plan.refresh[n].before,
+                                                             self.line(plan.refresh[n].row))
+                                             for n in moved])
         ids = [new_id() for _ in inputs]
         with self._db.transaction(tenant) as tx:
             for n, item in enumerate(inputs):
@@ -257,15 +296,33 @@ class Episodes:
             rows = [[*scope_values(item.scope), eid, item.event, item.text, item.actor,
                      item.source, item.evidence, now, item.observed_at, item.outcome,
                      item.confidence, item.expires_at, item.supersedes,
-                     dump_readers(item.readers), json.dumps(item.flags), item.subject]
+                     dump_readers(item.readers), json.dumps(item.flags), item.subject,
+                     item.thread]
                     for eid, item in zip(ids, inputs, strict=True)]
             tx.executemany(f"INSERT INTO episodes ({SCOPE_COLUMNS}, {COLUMNS}) VALUES "
                            f"({', '.join('?' * len(rows[0]))})", rows)
             entries = [IndexEntry(eid, self.index_text(item, item.observed_at or now),
-                                  " ".join(ctx))
-                       for eid, item, ctx in zip(ids, inputs, contexts, strict=True)]
-            self._index.write(tx, "episodes", tenant, entries, vectors)
+                                  " ".join([*before, *after]))
+                       for eid, item, before, after in zip(ids, inputs, plan.before,
+                                                           plan.after, strict=True)]
+            self._index.write(tx, "episodes", tenant, entries,
+                              None if vectors is None else vectors[:len(inputs)])
+            self._refresh(tx, tenant, plan.refresh, moved,
+                          None if vectors is None else vectors[len(inputs):])
             return list(self._read_many(tx, tenant, ids).values())
+
+    def _refresh(self, tx: Tx, tenant: str, targets: Sequence[_Neighbour],
+                 moved: Sequence[int], vectors: Any) -> None:
+        """Rewrite the index entries of stored neighbours whose context changed (their
+        vectors too when their previous line changed)."""
+        if not targets:
+            return
+        entries = [IndexEntry(t.row["id"], self.index_text(t.row, from_text(
+            t.row["observed_at"]) or self._clock.now()), " ".join([*t.before, *t.after]))
+            for t in targets]
+        self._index.write(tx, "episodes", tenant, entries)
+        if moved and vectors is not None:
+            self._index.write(tx, "episodes", tenant, [entries[n] for n in moved], vectors)
 
     def _screen(self, item: EpisodeInput) -> EpisodeInput:
         """Secrets redacted, injected instructions from untrusted actors flagged."""
@@ -276,27 +333,49 @@ class Episodes:
             return item
         return item.model_copy(update={**updates, "flags": sorted({*item.flags, *flags})})
 
-    def _thread_context(self, tenant: str,
-                        inputs: Sequence[EpisodeInput]) -> list[list[str]]:
-        """For each input, the lines of the previous episodes of its thread (same scope and
-        source, by observed time), oldest first: earlier inputs of the batch, then stored ones.
-        Context is what came before, so an indexed row never changes after it is written."""
-        out: list[list[str]] = []
-        recent: dict[tuple[str, str], list[str]] = {}
+    def _thread_plan(self, tenant: str, inputs: Sequence[EpisodeInput]) -> _Plan:
+        """Place each input in its thread (scope + thread, by observed time, stored episodes
+        before new ones at equal times): the lines before and after it, and the stored
+        neighbours whose context changes."""
+        plan = _Plan(before=[[] for _ in inputs], after=[[] for _ in inputs])
+        groups: dict[tuple[str, str], list[int]] = {}
+        for n, item in enumerate(inputs):
+            assert item.thread is not None
+            groups.setdefault((item.scope.key, item.thread), []).append(n)
         with self._db.transaction(tenant, write=False) as tx:
-            for item in inputs:
-                key = (item.scope.key, item.source)
-                if key not in recent:
-                    rows = tx.all(
-                        "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? "
-                        "AND scope_key = ? AND source = ? AND observed_at <= ? "
-                        "ORDER BY observed_at DESC, id DESC LIMIT ?",
-                        (tenant, item.scope.key, item.source, item.observed_at,
-                         CONTEXT_EPISODES))
-                    recent[key] = [self.line(r) for r in reversed(rows)]
-                out.append(recent[key][-CONTEXT_EPISODES:])
-                recent[key] = [*recent[key], self.line(item)][-CONTEXT_EPISODES:]
-        return out
+            for (scope_key, thread), members in groups.items():
+                first = min(inputs[n].observed_at for n in members)  # type: ignore[type-var]
+                # twice the context back: the stored turns whose following context changes
+                # need their own earlier context too
+                earlier = tx.all(
+                    f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
+                    "r.observed_at <= ? ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
+                    (tenant, scope_key, thread, first, 2 * CONTEXT_EPISODES))
+                later = tx.all(
+                    f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
+                    "r.observed_at > ? ORDER BY r.observed_at, r.id LIMIT ?",
+                    (tenant, scope_key, thread, first, _PLACE_WINDOW))
+                seq: list[tuple[Any, int, Row | int]] = [
+                    (from_text(r["observed_at"]), 0, r) for r in reversed(earlier)]
+                seq += [(from_text(r["observed_at"]), 0, r) for r in later]
+                seq += [(inputs[n].observed_at, 1, n) for n in members]
+                seq.sort(key=lambda x: (x[0], x[1]))  # stable: stored first at equal times
+                lines = [self.line(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
+                new = [isinstance(x, int) for _, _, x in seq]
+                # rows at the cut edges of what was read are context only: their own context
+                # reaches past it
+                low = CONTEXT_EPISODES if len(earlier) == 2 * CONTEXT_EPISODES else 0
+                high = len(seq) - (CONTEXT_EPISODES if len(later) == _PLACE_WINDOW else 0)
+                for pos, (_, _, x) in enumerate(seq):
+                    before = lines[max(0, pos - CONTEXT_EPISODES):pos]
+                    after = lines[pos + 1:pos + 1 + CONTEXT_EPISODES]
+                    if isinstance(x, int):
+                        plan.before[x], plan.after[x] = before, after
+                    elif low <= pos < high and any(
+                            new[max(0, pos - CONTEXT_EPISODES):pos + 1 + CONTEXT_EPISODES]):
+                        plan.refresh.append(_Neighbour(x, before, after,
+                                                       reembed=pos > 0 and new[pos - 1]))
+        return plan
 
     def _check_supersedes(self, tx: Tx, item: EpisodeInput) -> EpisodeInput:
         assert item.supersedes is not None
@@ -335,48 +414,64 @@ class Episodes:
 
     def threads_of(self, tx: Tx, tenant: str,
                    ids: Sequence[str]) -> list[tuple[str, str, Any]]:
-        """(scope key, source, observed_at) of these episodes: where their neighbours are."""
+        """(scope key, thread, observed_at) of these episodes: where their neighbours are."""
         out: list[tuple[str, str, Any]] = []
         for chunk in chunks(list(ids)):
-            out += [(r["scope_key"], r["source"], r["observed_at"]) for r in tx.all(
-                f"SELECT scope_key, source, observed_at FROM episodes WHERE tenant = ? AND "
-                f"id IN ({marks(chunk)})", (tenant, *chunk))]
+            out += [(r["scope_key"], r["thread"] or r["source"], r["observed_at"])
+                    for r in tx.all(
+                        f"SELECT scope_key, thread, source, observed_at FROM episodes WHERE "
+                        f"tenant = ? AND id IN ({marks(chunk)})", (tenant, *chunk))]
         return out
 
     def refresh_neighbours(self, tx: Tx, tenant: str,
                            threads: Sequence[tuple[str, str, Any]]) -> int:
-        """Re-index the episodes that had a forgotten episode in their thread context: their
-        lexical context (and vector, with an embedder) is rebuilt from the episodes that
-        remain, so a forgotten text survives in no neighbour's index entry. Returns how many
-        entries were rebuilt."""
+        """Re-index the episodes that had a forgotten episode in their thread context (the
+        ones before it and after it): their lexical context and vector are rebuilt from the
+        episodes that remain, so a forgotten text survives in no neighbour's index entry.
+        Returns how many entries were rebuilt."""
         seen: set[str] = set()
         targets: list[Row] = []
-        for scope_key, source, observed in threads:
-            for row in tx.all(
-                    f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.source = ? AND "
-                    "r.observed_at >= ? ORDER BY r.observed_at, r.id LIMIT ?",
-                    (tenant, scope_key, source, observed, CONTEXT_EPISODES)):
+        for scope_key, thread, observed in threads:
+            around = [*tx.all(
+                f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
+                "r.observed_at >= ? ORDER BY r.observed_at, r.id LIMIT ?",
+                (tenant, scope_key, thread, observed, CONTEXT_EPISODES)), *tx.all(
+                f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
+                "r.observed_at <= ? ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
+                (tenant, scope_key, thread, observed, CONTEXT_EPISODES))]
+            for row in around:
                 if row["id"] not in seen:
                     seen.add(row["id"])
                     targets.append(row)
         if not targets:
             return 0
-        contexts = []
-        for row in targets:
-            earlier = tx.all(
-                "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? AND "
-                "scope_key = ? AND source = ? AND (observed_at < ? OR (observed_at = ? AND "
-                "id < ?)) ORDER BY observed_at DESC, id DESC LIMIT ?",
-                (tenant, row["scope_key"], row["source"], row["observed_at"],
-                 row["observed_at"], row["id"], CONTEXT_EPISODES))
-            contexts.append([self.line(r) for r in reversed(earlier)])
-        vectors = self._index.embed([self.embed_text(ctx, self.line(row))
-                                     for row, ctx in zip(targets, contexts, strict=True)])
+        contexts = [self._context_of(tx, tenant, row) for row in targets]
+        vectors = self._index.embed([self.embed_text(before, self.line(row))
+                                     for row, (before, _) in zip(targets, contexts,
+                                                                 strict=True)])
         entries = [IndexEntry(row["id"], self.index_text(row, from_text(row["observed_at"])
-                                                         or self._clock.now()), " ".join(ctx))
-                   for row, ctx in zip(targets, contexts, strict=True)]
+                                                         or self._clock.now()),
+                              " ".join([*before, *after]))
+                   for row, (before, after) in zip(targets, contexts, strict=True)]
         self._index.write(tx, "episodes", tenant, entries, vectors)
         return len(entries)
+
+    def _context_of(self, tx: Tx, tenant: str, row: Row) -> tuple[list[str], list[str]]:
+        """The lines before and after a stored episode in its thread, as stored now."""
+        thread = row["thread"] or row["source"]
+        earlier = tx.all(
+            "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? AND "
+            "scope_key = ? AND thread = ? AND (observed_at < ? OR (observed_at = ? AND "
+            "id < ?)) ORDER BY observed_at DESC, id DESC LIMIT ?",
+            (tenant, row["scope_key"], thread, row["observed_at"], row["observed_at"],
+             row["id"], CONTEXT_EPISODES))
+        later = tx.all(
+            "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? AND "
+            "scope_key = ? AND thread = ? AND (observed_at > ? OR (observed_at = ? AND "
+            "id > ?)) ORDER BY observed_at, id LIMIT ?",
+            (tenant, row["scope_key"], thread, row["observed_at"], row["observed_at"],
+             row["id"], CONTEXT_EPISODES))
+        return [self.line(r) for r in reversed(earlier)], [self.line(r) for r in later]
 
     def clear_links(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
         """Clear ``supersedes`` links that point at forgotten episodes."""
@@ -389,10 +484,10 @@ class Episodes:
         out: list[tuple[str, str]] = []
         thread: tuple[str, str] | None = None
         context: list[str] = []
-        for row in tx.all("SELECT id, event, text, outcome, subject, scope_key, source FROM "
-                          "episodes WHERE tenant = ? ORDER BY scope_key, source, observed_at, id",
+        for row in tx.all("SELECT id, event, text, outcome, subject, scope_key, thread FROM "
+                          "episodes WHERE tenant = ? ORDER BY scope_key, thread, observed_at, id",
                           (tenant,)):
-            key = (row["scope_key"], row["source"])
+            key = (row["scope_key"], row["thread"])
             if key != thread:
                 thread, context = key, []
             line = self.line(row)

@@ -352,6 +352,23 @@ def m005_private_tenant_registry(conn: psycopg.Connection[Any], app_role: str | 
     ).format(sql.Literal(TENANT_SETTING)))
 
 
+@migration
+def m006_episode_threads(conn: psycopg.Connection[Any], app_role: str | None) -> None:
+    """Episodes carry their thread (a session, a run, a ticket), apart from their source;
+    the episodes stored before it are threaded by source, as they were."""
+    del app_role
+    conn.execute("ALTER TABLE episodes ADD COLUMN thread text")
+    # the owner fills the new column for every tenant: row security and the append-only
+    # trigger step aside for this one statement, inside the migration's transaction
+    conn.execute("ALTER TABLE episodes NO FORCE ROW LEVEL SECURITY")
+    conn.execute("ALTER TABLE episodes DISABLE TRIGGER episodes_append_only")
+    conn.execute("UPDATE episodes SET thread = source")
+    conn.execute("ALTER TABLE episodes ENABLE TRIGGER episodes_append_only")
+    conn.execute("ALTER TABLE episodes FORCE ROW LEVEL SECURITY")
+    conn.execute("CREATE INDEX episodes_by_thread ON episodes (tenant, scope_key, thread, "
+                 "observed_at)")
+
+
 def grant_app_role(conn: psycopg.Connection[Any], app_role: str) -> None:
     """Give the application role row access (and VACUUM, so compaction can run as it)."""
     role = sql.Identifier(app_role)

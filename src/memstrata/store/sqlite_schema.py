@@ -198,6 +198,18 @@ def m002_tenants(conn: sqlite3.Connection) -> None:
             "(new.tenant, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')); END")
 
 
+@migration
+def m003_episode_threads(conn: sqlite3.Connection) -> None:
+    """Episodes carry their thread (a session, a run, a ticket), apart from their source;
+    the episodes stored before it are threaded by source, as they were."""
+    conn.execute("ALTER TABLE episodes ADD COLUMN thread TEXT")
+    conn.execute("INSERT INTO write_guard (token) VALUES (3)")  # the maintenance guard
+    conn.execute("UPDATE episodes SET thread = source")
+    conn.execute("DELETE FROM write_guard WHERE token = 3")
+    conn.execute("CREATE INDEX episodes_by_thread ON episodes (tenant, scope_key, thread, "
+                 "observed_at)")
+
+
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:
     """Apply the pending migrations inside the caller's transaction; returns their names."""
     conn.execute("CREATE TABLE IF NOT EXISTS migrations "

@@ -1,0 +1,114 @@
+"""Threads as a first-class field of episodes (every backend): a thread is given apart from
+the per-item source, defaults to the run it was logged in, and an episode is indexed with
+the turns around it in its thread, following turns as well as earlier ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from backends import lexical_matches, open_store
+from memstrata import ManualClock, Memory, Scope
+from memstrata.interfaces.tools import ToolDispatcher
+from memstrata.layers.episodes import Episodes
+from memstrata.providers.embeddings import HashingEmbedder
+
+ALICE = Scope(user="alice", project="docs-site")
+TURNS = ("Where should we hold the team offsite this spring?",
+         "The Quokkafest hall downtown has room for forty people",
+         "Book it, and ask Priya about catering",
+         "Priya's team will handle the food")
+
+
+@pytest.fixture
+def hmem(store_url: str, scratch_url: str | None, clock: ManualClock) -> Iterator[Memory]:
+    m = open_store(store_url, scratch_url, clock, HashingEmbedder(256))
+    yield m
+    m.close()
+
+
+def _log(mem: Memory, clock: ManualClock, *, per_turn: bool, thread: str = "chat:s7",
+         turns: tuple[str, ...] = TURNS) -> list[str]:
+    ids = []
+    for n, text in enumerate(turns):
+        clock.advance(minutes=1)
+        if per_turn:
+            ep = mem.episodes.append(ALICE, text=text, actor="user", thread=thread,
+                                     source=f"{thread}/t{n}")
+        else:
+            ep = mem.episodes.append(ALICE, text=text, actor="user", source=thread)
+        ids.append(ep.id)
+    return ids
+
+
+def test_per_turn_sources_do_not_change_which_turns_are_threaded(
+        mem: Memory, clock: ManualClock) -> None:
+    legacy = _log(mem, clock, per_turn=False, thread="chat:legacy")
+    by_thread = _log(mem, clock, per_turn=True, thread="chat:s7")
+    for query in ("offsite spring", "quokkafest", "catering", "food"):
+        found = lexical_matches(mem, ALICE, query)
+        assert {legacy.index(i.removeprefix("episode:")) for i in found if
+                i.removeprefix("episode:") in legacy} == {
+            by_thread.index(i.removeprefix("episode:")) for i in found
+            if i.removeprefix("episode:") in by_thread}, query
+    assert [mem.episodes.get(i).thread for i in by_thread] == ["chat:s7"] * 4
+    assert mem.episodes.get(by_thread[1]).provenance.source == "chat:s7/t1"
+    assert mem.episodes.get(legacy[0]).thread == "chat:legacy"  # default: the source
+
+
+def test_a_later_turn_makes_an_earlier_one_findable(mem: Memory, clock: ManualClock) -> None:
+    ids = _log(mem, clock, per_turn=True)
+    # the question names no venue; the answer that followed does, and now indexes it too
+    assert f"episode:{ids[0]}" in lexical_matches(mem, ALICE, "quokkafest")
+    assert f"episode:{ids[0]}" not in lexical_matches(mem, ALICE, "food")  # two turns away
+    assert f"episode:{ids[3]}" in lexical_matches(mem, ALICE, "catering")
+    # another thread of the same scope is not context
+    other = mem.episodes.append(ALICE, text="Quarterly budget is approved", actor="user",
+                                source="chat:s8/t0", thread="chat:s8")
+    assert f"episode:{other.id}" not in lexical_matches(mem, ALICE, "quokkafest")
+
+
+def test_a_turn_that_lands_in_the_past_re_embeds_its_successor(
+        hmem: Memory, clock: ManualClock) -> None:
+    first = hmem.episodes.append(ALICE, text=TURNS[0], actor="user", source="s/t0",
+                                 thread="s", observed_at="2026-08-03T10:00:00Z")
+    third = hmem.episodes.append(ALICE, text=TURNS[2], actor="user", source="s/t2",
+                                 thread="s", observed_at="2026-08-03T10:02:00Z")
+    second = hmem.episodes.append(ALICE, text=TURNS[1], actor="user", source="s/t1",
+                                  thread="s", observed_at="2026-08-03T10:01:00Z")
+    emb, index = HashingEmbedder(256), hmem.index.vectors
+    assert index is not None
+    expected = Episodes.embed_text([Episodes.line(second)], Episodes.line(third))
+    with hmem.db.transaction(ALICE.tenant, write=False) as tx:
+        scores = dict(index.search(tx, ALICE, "alice", emb.embed_query(expected), 10,
+                                   now=clock.now()))
+    assert scores[third.id] == pytest.approx(1.0, abs=1e-5)
+    assert f"episode:{first.id}" in lexical_matches(hmem, ALICE, "quokkafest")
+    assert hmem.doctor() == []
+
+
+def test_a_run_and_a_tool_session_thread_their_own_episodes(mem: Memory) -> None:
+    with mem.run(ALICE, task="release-v17") as run:
+        ep = run.log("Collected the merged PRs", source="github:milestone/17")
+        assert ep.thread == f"run:{run.run_id}"
+        assert run.log("Noted", source="chat", thread="ticket:DOC-12").thread == \
+            "ticket:DOC-12"
+    with ToolDispatcher(mem, ALICE) as tools:
+        logged = tools.dispatch("log_episode", {"text": "Preview deploy failed",
+                                                "source": "ci:run/812"})
+        got = mem.episodes.get(logged["logged"])
+        assert got.thread == f"run:{tools.run_id}"
+        hits = tools.dispatch("search_history", {"query": "preview deploy"})["hits"]
+        assert hits[0]["thread"] == got.thread
+
+
+def test_forgetting_a_middle_turn_clears_it_from_both_neighbours(
+        hmem: Memory, clock: ManualClock) -> None:
+    ids = _log(hmem, clock, per_turn=True)
+    assert {f"episode:{ids[0]}", f"episode:{ids[2]}"} <= lexical_matches(hmem, ALICE,
+                                                                        "quokkafest")
+    hmem.forget(ALICE, match="quokkafest")
+    assert lexical_matches(hmem, ALICE, "quokkafest") == set()
+    assert f"episode:{ids[0]}" in lexical_matches(hmem, ALICE, "catering")  # re-threaded
+    assert hmem.doctor() == []
