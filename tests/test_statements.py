@@ -41,6 +41,14 @@ def test_read_finds_predicate_object_and_slot(text: str, predicate: str | None,
     ("I like tea", "I prefer Python", "coexist"),
     ("I prefer Python", "I prefer Python", "coexist"),
     ("The team prefers async standups", "We want live standups on Mondays", "supersede"),
+    # ordinary sentences that only mention a term never replace a fact
+    ("We use Postgres for the main database",
+     "Do not run migrations on Postgres during business hours", "coexist"),
+    ("I want to go home early on Fridays", "I prefer Python", "coexist"),
+    ("I prefer small teams", "I prefer Slack for chat", "coexist"),
+    ("I use vim", "I don't use vim keybindings in the browser", "coexist"),
+    ("I use Vim", "I no longer use Vim", "supersede"),
+    ("We do R&D on Fridays", "I prefer R", "coexist"),
 ])
 def test_compare_claims(old: str, new: str, verdict: str) -> None:
     assert compare_claims(old, new, "fact:1")[0] == verdict

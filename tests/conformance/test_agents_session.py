@@ -150,3 +150,27 @@ def test_bad_input_is_typed_and_stores_nothing(mem: Memory) -> None:
         session.items(limit="3")  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         MemstrataSession("s3", mem, ALICE, observation_cap=0)
+
+
+def test_sessions_of_two_scopes_never_touch_each_other(mem: Memory) -> None:
+    a = MemstrataSession("chat", mem, Scope(user="alice"))
+    b = MemstrataSession("chat", mem, Scope(user="bob"))
+    a.add([{"role": "user", "content": "hi from alice"}])
+    b.add([{"role": "user", "content": "hi from bob"}])
+    a.clear()
+    assert a.items() == [] and b.items() == [{"role": "user", "content": "hi from bob"}]
+    assert b.pop() == {"role": "user", "content": "hi from bob"} and a.pop() is None
+
+
+def test_quoted_secrets_are_redacted_and_items_stay_readable(mem: Memory) -> None:
+    s = MemstrataSession("s4", mem, ALICE)
+    s.add([{"role": "user", "content": 'export PGPASSWORD="Tr0ub4dor&3x"'},
+           {"role": "user", "content": 'AWS_SECRET_ACCESS_KEY="wJalrXUtnFEMI/K7MDENG/bPxRfi'
+                                       'CYzq9R3tKLm2"'}])
+    items = s.items()
+    assert len(items) == 2
+    assert "Tr0ub4dor" not in str(items) and "wJalrXUtnFEMI" not in str(items)
+    assert s.items(5) == items and s.items(1) == items[1:]
+    with pytest.raises(ValidationError):
+        s.add([{"role": "user", "content": "fine"}, {"role": "user", "content": "\ud800"}])
+    assert len(s.items()) == 2

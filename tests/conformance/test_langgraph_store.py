@@ -272,3 +272,17 @@ def test_a_compiled_graph_remembers_across_threads(mem: Memory) -> None:
     assert out["recalled"] == ["I review docs on Fridays"]
     assert [f.provenance.source for f in mem.facts.current(Scope(user="alice"))] == [
         "langgraph:alice/memories/m24"]
+
+
+def test_a_secret_in_any_field_is_refused_and_ttl_none_never_expires(
+        mem: Memory, store: StoreProbe, clock: ManualClock) -> None:
+    lg = MemstrataStore(mem, index=["title"], ttl={"default_ttl": 10})
+    with pytest.raises(PolicyRejected, match="secret"):
+        lg.put(("alice", "m"), "a", {"title": "setup",
+                                     "body": 'export PGPASSWORD="Tr0ub4dor&3x"'})
+    assert not store.contains("Tr0ub4dor")
+    lg.put(("alice", "m"), "kept", {"title": "no expiry"}, ttl=None)
+    lg.put(("alice", "m"), "default", {"title": "default expiry"})
+    clock.advance(minutes=30)
+    assert lg.get(("alice", "m"), "kept") is not None
+    assert lg.get(("alice", "m"), "default") is None

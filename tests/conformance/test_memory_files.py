@@ -346,3 +346,16 @@ def test_an_invalid_date_or_an_oversized_claim_imports_nothing(mem: Memory, stor
     assert [p.split(": ")[0] for p in info.value.details["problems"]] == [
         "identity.md:4", "identity.md:5"]
     assert store.counts() == before
+
+
+def test_migrate_cues_are_labels_not_word_prefixes() -> None:
+    from memstrata.interfaces.migrate import migrate_text
+
+    result = migrate_text("## Stack\n- Next.js 14 with the app router\n"
+                          "- Objective-C code lives in ios/\n- Goal posts are set in the CMS\n"
+                          "- Standup is every Monday at 10:00\n- Deployed on Netlify\n"
+                          "## Status\n- Next: write the rollback plan\n", today=date(2026, 2, 10))
+    routes = {r.line: r.destination for r in result.routes}
+    assert routes == {2: "identity", 3: "identity", 4: "identity", 5: "identity",
+                      6: "identity", 8: "working"}
+    assert result.files.tasks[0].fields == {"next_action": "write the rollback plan"}
