@@ -458,19 +458,15 @@ class Episodes:
 
     def _context_of(self, tx: Tx, tenant: str, row: Row) -> tuple[list[str], list[str]]:
         """The lines before and after a stored episode in its thread, as stored now."""
-        thread = row["thread"] or row["source"]
-        earlier = tx.all(
-            "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? AND "
-            "scope_key = ? AND thread = ? AND (observed_at < ? OR (observed_at = ? AND "
-            "id < ?)) ORDER BY observed_at DESC, id DESC LIMIT ?",
-            (tenant, row["scope_key"], thread, row["observed_at"], row["observed_at"],
-             row["id"], CONTEXT_EPISODES))
-        later = tx.all(
-            "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? AND "
-            "scope_key = ? AND thread = ? AND (observed_at > ? OR (observed_at = ? AND "
-            "id > ?)) ORDER BY observed_at, id LIMIT ?",
-            (tenant, row["scope_key"], thread, row["observed_at"], row["observed_at"],
-             row["id"], CONTEXT_EPISODES))
+        sides = []
+        for cmp, order in (("<", "DESC"), (">", "ASC")):
+            sides.append(tx.all(
+                "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? AND "
+                f"scope_key = ? AND thread = ? AND (observed_at {cmp} ? OR (observed_at = ? "
+                f"AND id {cmp} ?)) ORDER BY observed_at {order}, id {order} LIMIT ?",
+                (tenant, row["scope_key"], row["thread"] or row["source"], row["observed_at"],
+                 row["observed_at"], row["id"], CONTEXT_EPISODES)))
+        earlier, later = sides
         return [self.line(r) for r in reversed(earlier)], [self.line(r) for r in later]
 
     def clear_links(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
