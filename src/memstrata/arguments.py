@@ -77,8 +77,10 @@ class RecallArgs(ToolArgs):
                               "verification before you act.")
     k: int = Field(5, ge=1, le=MAX_K, description="At most this many items.")
     budget_tokens: int = Field(800, ge=50, le=8000, description="Token budget for excerpts.")
-    layers: list[Literal["facts", "episodes"]] | None = Field(
-        None, description="Restrict to these layers. Default: the decision's layers.")
+    layers: list[Literal["facts", "episodes", "handoffs"]] | None = Field(
+        None, description="Restrict to these layers. Default: the decision's layers (facts "
+                          "and episodes); 'handoffs' searches earlier checkpoint versions and "
+                          "closed tasks.")
 
 
 class ProposeMemoryArgs(ToolArgs):

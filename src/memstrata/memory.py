@@ -92,7 +92,8 @@ class Memory:
         self._feedback = Feedback(db, self.clock, self.facts, self.episodes,
                                   default_tenant=tenant)
         self.scratch_store: ScratchStore = scratch_store or SQLScratchStore(db)
-        self.gate = Gate(RankSources(db, self.facts, self.episodes, self.index), self.policy,
+        self.gate = Gate(RankSources(db, self.facts, self.episodes, self.index,
+                                     checkpoints=self.checkpoints), self.policy,
                          self.clock)
         self.episodes.bind_ranker(self._rank_history)
 

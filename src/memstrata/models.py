@@ -314,6 +314,9 @@ class Hit(_Model):
     untrusted: bool = False
     #: An episode's thread (the conversation, run or ticket it belongs to).
     thread: str | None = None
+    #: A handoff's task and checkpoint version.
+    task: str | None = None
+    version: int | None = None
     #: How an episode ended ("abandoned", "approved"...): judged before it is opened.
     outcome: str | None = None
     tokens: int = 0

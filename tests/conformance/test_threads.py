@@ -112,3 +112,38 @@ def test_forgetting_a_middle_turn_clears_it_from_both_neighbours(
     assert lexical_matches(hmem, ALICE, "quokkafest") == set()
     assert f"episode:{ids[0]}" in lexical_matches(hmem, ALICE, "catering")  # re-threaded
     assert hmem.doctor() == []
+
+
+# -- handoffs: earlier checkpoint versions and closed tasks -------------------------------
+
+def test_an_old_handoff_is_found_by_a_query_and_never_enters_context(
+        mem: Memory, clock: ManualClock) -> None:
+    mem.checkpoints.save(ALICE, "release-v17", objective="Ship the v17 notes",
+                         next_action="ask Bob for the Kubernetes changelog")
+    clock.advance(days=1)
+    mem.checkpoints.save(ALICE, "release-v17", next_action="publish the notes")
+    mem.checkpoints.save(ALICE, "migrate-search", objective="Move search to Algolia")
+    mem.checkpoints.close(ALICE, "migrate-search", outcome="abandoned: pricing too high")
+    mem.checkpoints.save(Scope(user="bob", project="docs-site"), "bobs-task",
+                         objective="Bob's Kubernetes changelog")
+    found = mem.recall(ALICE, "who did we ask for the Kubernetes changelog?",
+                       layers=["handoffs"])
+    assert [(h.ref, h.status, h.task, h.version) for h in found.items] == [
+        ("checkpoint:release-v17@1", "superseded", "release-v17", 1)]
+    assert mem.get(found.items[0].ref, scope=ALICE).next_action == \
+        "ask Bob for the Kubernetes changelog"
+    closed = mem.recall(ALICE, "search migration to Algolia", layers=["handoffs"]).items
+    assert {h.status for h in closed} == {"closed"}
+    assert any(h.outcome == "abandoned: pricing too high" for h in closed)
+    # never unasked: not in the default layers, not in the session's context
+    assert all(h.layer != "handoffs" for h in mem.recall(ALICE, "Kubernetes changelog").items)
+    ctx = mem.context(ALICE, task="release-v17", query="Kubernetes changelog")
+    assert "Kubernetes" not in ctx.text and "publish the notes" in ctx.text
+    # the current version of an open task is its state, not a handoff
+    assert "checkpoint:release-v17@2" not in mem.recall(
+        ALICE, "publish the notes", layers=["handoffs"]).refs
+    # through the tools, as an agent asks for it
+    with ToolDispatcher(mem, ALICE) as tools:
+        got = tools.dispatch("recall", {"query": "Kubernetes changelog", "layers": ["handoffs"]})
+        assert [i["ref"] for i in got["items"]] == ["checkpoint:release-v17@1"]
+        assert got["items"][0]["task"] == "release-v17"

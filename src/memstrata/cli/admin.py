@@ -224,10 +224,16 @@ def ledger_show(as_json: bool, key: str) -> None:
               default="lookup", show_default=True)
 @click.option("-k", "k", type=int, default=5, show_default=True)
 @click.option("--budget-tokens", type=int, default=800, show_default=True)
-def recall(as_json: bool, need: str, decision: str, k: int, budget_tokens: int) -> None:
+@click.option("--layer", "layers", multiple=True,
+              type=click.Choice(["facts", "episodes", "handoffs"]),
+              help="Read only these layers (repeat). handoffs: earlier checkpoint versions and "
+                   "closed tasks, searched only when asked for.")
+def recall(as_json: bool, need: str, decision: str, k: int, budget_tokens: int,
+           layers: tuple[str, ...]) -> None:
     """The retrieval gate: filtered, ranked references; may return nothing."""
     mem = open_memory()
-    res = mem.recall(current_scope(), need, decision=decision, k=k, budget_tokens=budget_tokens)
+    res = mem.recall(current_scope(), need, decision=decision, k=k, budget_tokens=budget_tokens,
+                     layers=list(layers) or None)
     if as_json:
         emit_json(res)
         return

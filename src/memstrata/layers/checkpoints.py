@@ -10,6 +10,10 @@ Contract:
 - ``close(scope, task, outcome=...)`` ends a task with a last ``closed`` version: it leaves
   ``tasks()``, working context and session context, its history stays; saving again
   reopens it; an outcome is also logged as an episode (by the facade's callback).
+- Handoffs: the earlier versions of every task and all versions of a closed one are
+  searchable (:meth:`Checkpoints.handoffs_in`, read by the ranker when recall is asked for
+  the ``handoffs`` layer); what a version is matched by is :meth:`Checkpoints.text_of`.
+  They never enter working or session context.
 """
 
 from __future__ import annotations
@@ -176,6 +180,45 @@ class Checkpoints:
             row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? "
                          "ORDER BY r.version DESC LIMIT 1", (*params, task))
         return checkpoint_from_row(row) if row else None
+
+    @staticmethod
+    def text_of(cp: Checkpoint) -> str:
+        """What a checkpoint version is searched by: its task and every field, in words."""
+        parts = [cp.task.replace("-", " ").replace("_", " ")]
+        for label, value in (("objective", cp.objective), ("next", cp.next_action),
+                             ("notes", cp.notes), ("outcome", cp.outcome)):
+            if value:
+                parts.append(f"{label}: {value}")
+        for label, items in (("plan", cp.plan), ("completed", cp.completed),
+                             ("constraints", cp.constraints), ("evidence", cp.evidence)):
+            if items:
+                parts.append(f"{label}: " + "; ".join(items))
+        return ". ".join(parts)
+
+    def handoffs_in(self, tx: Tx, scope: Scope,
+                    limit: int = 2000) -> list[tuple[Checkpoint, str]]:
+        """Inside the caller's transaction: the searchable handoffs of exactly ``scope``,
+        newest first, each with its status — ``superseded`` (a later version of the task
+        exists) or ``closed`` (a version of a closed task). The current version of an open
+        task is not a handoff: it is the task's state."""
+        where, params = exact_sql(scope)
+        rows = tx.all(f"{_SELECT} WHERE {where} ORDER BY r.updated_at DESC, r.version DESC "
+                      "LIMIT ?", (*params, limit))
+        latest: dict[str, Row] = {}
+        for r in tx.all("SELECT task, max(version) AS version FROM checkpoints r WHERE "
+                        f"{where} GROUP BY task", params):
+            latest[r["task"]] = r
+        closed = {r["task"] for r in tx.all(
+            f"{_SELECT} WHERE {where} AND r.version = (SELECT max(v.version) FROM checkpoints v "
+            "WHERE v.tenant = r.tenant AND v.scope_key = r.scope_key AND v.task = r.task)",
+            params) if json.loads(r["data"]).get("closed")}
+        out: list[tuple[Checkpoint, str]] = []
+        for r in rows:
+            if r["task"] in closed:
+                out.append((checkpoint_from_row(r), "closed"))
+            elif int(r["version"]) < int(latest[r["task"]]["version"]):
+                out.append((checkpoint_from_row(r), "superseded"))
+        return out
 
     def versions(self, scope: Scope | dict[str, Any], task: str) -> list[Checkpoint]:
         """Every saved version, oldest first."""

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 DECISIONS = ("planning", "lookup", "side_effect", "recovery")
-LAYERS = ("facts", "episodes")
+#: What recall may read. ``handoffs`` (earlier checkpoint versions and closed tasks) is
+#: never among a decision's default layers: it is searched only when asked for.
+LAYERS = ("facts", "episodes", "handoffs")
 
 
 @dataclass(frozen=True)

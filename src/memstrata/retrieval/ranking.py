@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..clock import from_text
+from ..layers.checkpoints import Checkpoints
 from ..layers.episodes import Episodes, episode_from_row, episode_hit, excerpt
 from ..layers.facts import Facts
 from ..layers.indexing import RecordIndex
@@ -44,6 +45,8 @@ class RankSources:
     facts: Facts
     episodes: Episodes
     index: RecordIndex
+    #: Earlier checkpoint versions and closed tasks (the ``handoffs`` layer), when given.
+    checkpoints: Checkpoints | None = None
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,37 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
                     hits.append(hit)
         if "episodes" in req.layers:
             hits += _rank_episodes(src, tx, req, limit, qvec, keep=max(3 * req.k, 20), raw=raw)
+        if "handoffs" in req.layers and src.checkpoints is not None:
+            hits += _rank_handoffs(src.checkpoints, tx, req, q_terms, raw)
     rank_order(hits, raw)
     return hits, len(hits)
+
+
+def _rank_handoffs(checkpoints: Checkpoints, tx: Any, req: RankRequest,
+                   q_terms: Sequence[str], raw: dict[str, float]) -> list[Hit]:
+    """Earlier checkpoint versions and closed tasks, matched by their words (the share of the
+    query's words each version holds), within the request's dates."""
+    out: list[Hit] = []
+    for cp, status in checkpoints.handoffs_in(tx, req.scope):
+        when = cp.updated_at or req.now
+        if (req.since is not None and when < req.since) or (
+                req.until is not None and when > req.until):
+            continue
+        text = Checkpoints.text_of(cp)
+        rel = coverage(q_terms, text)
+        if rel <= 0:
+            continue
+        age = (req.now - when).total_seconds() / 86400
+        score = adjust_raw(rel, actor="system", specificity=cp.scope.specificity(),
+                           age_days=age, superseded=False)
+        shown = excerpt(text, q_terms)
+        hit = Hit(ref=cp.ref, layer="handoffs", excerpt=shown, score=min(score, 1.0),
+                  date=when, kind="checkpoint", source=cp.updated_by, status=status,
+                  scope=cp.scope, outcome=cp.outcome, task=cp.task, version=cp.version,
+                  tokens=count_tokens(shown))
+        raw[hit.ref] = score
+        out.append(hit)
+    return out
 
 
 #: Weights of the episode score (chosen on the LoCoMo dev split, stable under
