@@ -65,6 +65,9 @@ def test_the_plain_install_runs_the_quick_start_and_the_cli(plain: Path,
     assert out.returncode == 0, out.stderr
     assert "Deploy preview failed: stale build cache" in out.stdout
     assert "wrote draft (15 chars)" in out.stdout
+    # without the embeddings extra every path is lexical, and says so once
+    assert out.stderr.count("every search is lexical only") == 1, out.stderr
+    assert "pip install 'memstrata[embeddings]'" in out.stderr
     helped = subprocess.run(["memstrata", "--help"], capture_output=True, text=True, env=env)
     assert helped.returncode == 0 and "memstrata" in helped.stdout
     facts = subprocess.run(["memstrata", "facts", "list", "--user", "alice", "--json"],

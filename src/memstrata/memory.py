@@ -12,6 +12,7 @@ run whose scratchpad is discarded when it ends.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -377,6 +378,20 @@ def _query(query: str | None, need: str | None) -> str:
     return value
 
 
+_NOTICES: set[str] = set()
+
+
+def _lexical_notice(missing: Sequence[str]) -> None:
+    """Say once per process that search is lexical only, and what to install."""
+    if "lexical" in _NOTICES:
+        return
+    _NOTICES.add("lexical")
+    logging.getLogger("memstrata").warning(
+        "memstrata: no embedder installed (missing %s): every search is lexical only; "
+        "pip install 'memstrata[embeddings]' for semantic search, or set "
+        "MEMSTRATA_EMBEDDER=none to say you mean it", ", ".join(missing))
+
+
 def _resolve_embedder(embedder: Any) -> Embedder | None:
     if embedder is None or embedder == "none":
         return None
@@ -386,7 +401,11 @@ def _resolve_embedder(embedder: Any) -> Embedder | None:
             from .providers.embeddings import missing_minilm_packages
 
             # the offline MiniLM model when its extra is installed; lexical-only otherwise
-            return None if missing_minilm_packages() else _resolve_embedder("minilm")
+            missing = missing_minilm_packages()
+            if missing:
+                _lexical_notice(missing)
+                return None
+            return _resolve_embedder("minilm")
         if spec == "none":
             return None
         embedder = spec
