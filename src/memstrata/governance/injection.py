@@ -680,6 +680,14 @@ class InjectionDetector:
                         f"injection rule {name!r} has an invalid regex: {exc}") from exc
                 compiled.append((name, rx, pat.anchors if prefilter else (), pat.cased))
         self._patterns = tuple(compiled)
+        # which patterns each anchor can wake: a text runs only the patterns one of whose
+        # anchors it holds (and those without anchors), each anchor looked up once
+        self._always = tuple(i for i, (_, _, anchors, _) in enumerate(compiled) if not anchors)
+        by_anchor: dict[str, list[int]] = {}
+        for i, (_, _, anchors, _) in enumerate(compiled):
+            for a in anchors:
+                by_anchor.setdefault(a, []).append(i)
+        self._by_anchor = {a: tuple(ix) for a, ix in by_anchor.items()}
         self._hidden = "hidden_instruction" not in off
         self._invisible = "invisible_text" not in off
 
@@ -699,9 +707,12 @@ class InjectionDetector:
             lowered = "".join(c.lower()[:1] for c in norm)
         present = _AnchorCheck(lowered)
         found: list[InjectionFinding] = []
-        for name, rx, anchors, cased in self._patterns:
-            if anchors and not any(present(a) for a in anchors):
-                continue
+        woken = set(self._always)
+        for anchor, patterns in self._by_anchor.items():
+            if present(anchor):
+                woken.update(patterns)
+        for i in sorted(woken):
+            name, rx, _anchors, cased = self._patterns[i]
             for m in rx.finditer(norm if cased else lowered):
                 if m.end() > m.start():
                     found.append(InjectionFinding(name, index[m.start()], index[m.end() - 1] + 1))
