@@ -6,7 +6,10 @@ Measures, on a fresh embedded SQLite file:
 - ``episodes.search`` latency p50/p95 at each requested size (default 10k and
   100k episodes in one scope);
 - database size on disk and peak RSS.
-Prints a table and writes JSON. No embedder: this is the store on its own.
+Prints a table and writes JSON. No embedder by default: the store on its own. With
+``embedder=`` (``--embedder minilm``) every write embeds, and the result also gives the
+embedder's own batched rate on the same texts (``embed_batched_per_s``), so the write
+rates read as a share of what the embedder allows.
 """
 
 from __future__ import annotations
@@ -40,13 +43,26 @@ def _db_bytes(path: Path) -> int:
 
 def run(sizes: Sequence[int] = (10_000, 100_000), single: int = 2_000, batch: int = 1_000,
         repeats: int = 5, workdir: Path | None = None,
-        progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+        progress: Callable[[str, int, int], None] | None = None,
+        embedder: str | None = None) -> dict[str, Any]:
     tmp = Path(workdir or tempfile.mkdtemp(prefix="memstrata-bench-"))
     db = tmp / "bench.db"
-    mem = Memory.open(f"sqlite:///{db}", embedder=None)
+    emb = None
+    if embedder is not None:
+        from ..providers.embeddings import get_embedder
+
+        emb = get_embedder(embedder)
+    mem = Memory.open(f"sqlite:///{db}", embedder=emb)
     scope = Scope(user="bench", project="p")
     gen = episodes(max(sizes) + single + 10, seed=11)
-    result: dict[str, Any] = {"benchmark": "store", "backend": "sqlite", "sizes": {}}
+    result: dict[str, Any] = {"benchmark": "store", "backend": "sqlite", "sizes": {},
+                              "embedder": emb.model_name if emb is not None else None}
+    if emb is not None:
+        sample = [e.text for e in episodes(min(2_000, max(sizes)), seed=11)]
+        emb.embed(sample[:32])  # load the model outside the timing
+        t0 = time.perf_counter()
+        emb.embed(sample)
+        result["embed_batched_per_s"] = round(len(sample) / (time.perf_counter() - t0), 1)
 
     # one by one
     t0 = time.perf_counter()

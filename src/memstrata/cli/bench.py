@@ -47,19 +47,26 @@ def bench() -> None:
 @click.option("--single", type=int, default=2000, show_default=True)
 @click.option("--out", default="bench-results/store.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
-def bench_store(sizes: str, single: int, out: str, as_json: bool) -> None:
-    """Episode append throughput and lexical search latency on SQLite."""
+@click.option("--embedder", default=None,
+              help="Embed every write (e.g. minilm) and report the embedder's own batched rate "
+                   "on the same texts; default none (the store on its own).")
+def bench_store(sizes: str, single: int, out: str, as_json: bool, embedder: str | None) -> None:
+    """Episode append throughput and search latency on SQLite."""
     from ..bench.store import run
 
     bar, update = _progress()
     with bar:
-        res = run(sizes=[int(s) for s in sizes.split(",")], single=single, progress=update)
+        res = run(sizes=[int(s) for s in sizes.split(",")], single=single, progress=update,
+                  embedder=embedder)
     if not as_json:
         table("store benchmark", ["episodes", "search p50 ms", "search p95 ms", "db MB"],
               [[v["episodes"], v["search_p50_ms"], v["search_p95_ms"],
                 f"{v['db_bytes'] / 1e6:.1f}"] for v in res["sizes"].values()])
         click.echo(f"append: {res['append_single_per_s']}/s one by one, "
                    f"{res['append_batched_per_s']}/s batched; peak RSS {res['peak_rss_mb']} MB")
+        if res.get("embed_batched_per_s"):
+            click.echo(f"the embedder alone, batched on the same texts: "
+                       f"{res['embed_batched_per_s']}/s ({res['embedder']})")
     _write(res, out, as_json)
 
 
