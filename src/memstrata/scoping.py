@@ -18,6 +18,7 @@ to it and be readable) or, without one, the operator of a tenant.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -69,8 +70,13 @@ SCOPE_COLUMNS = "tenant, s_user, s_project, s_agent, scope_key"
 
 
 def scope_from_row(row: dict[str, Any]) -> Scope:
-    return Scope(tenant=row["tenant"], user=row["s_user"], project=row["s_project"],
-                 agent=row["s_agent"])
+    """The scope of a stored row (scopes are immutable: one object per distinct scope)."""
+    return _scope_of(row["tenant"], row["s_user"], row["s_project"], row["s_agent"])
+
+
+@functools.lru_cache(maxsize=4096)
+def _scope_of(tenant: str, user: str | None, project: str | None, agent: str | None) -> Scope:
+    return Scope(tenant=tenant, user=user, project=project, agent=agent)
 
 
 def principal_of(scope: Scope, principal: str | None) -> str | None:
