@@ -339,12 +339,13 @@ def test_an_invalid_date_or_an_oversized_claim_imports_nothing(mem: Memory, stor
     (d / IDENTITY).write_text(
         "# Identity\n\n- **alice / editor** (preference): Alice uses vim — source: chat\n"
         "- **alice / team** (profile): Docs team — source: chat; since 2026-02-30\n"
-        f"- **alice / bio** (profile): {'x' * 1200} — source: chat\n", "utf-8")
+        f"- **alice / bio** (profile): {'x' * 1200} — source: chat\n"
+        "- **alice / pay** (profile): Salary band 4 — source: hr; readers bad name!\n", "utf-8")
     before = store.counts()
     with pytest.raises(ValidationError) as info:
         import_markdown(mem, ALICE, d)
     assert [p.split(": ")[0] for p in info.value.details["problems"]] == [
-        "identity.md:4", "identity.md:5"]
+        "identity.md:4", "identity.md:5", "identity.md:6"]
     assert store.counts() == before
 
 

@@ -331,6 +331,8 @@ def parse_fact(text: str, file: str, line: int, issues: list[Issue]) -> FactEntr
             issues.append(Issue(file, line, f"{label} {value!r} is not a valid date"))
             return None
     problem = _too_long(claim.strip(), subject.strip(), attribute.strip(), source)
+    if problem is None:
+        problem = _bad_readers(readers)
     if problem:
         issues.append(Issue(file, line, problem))
         return None
@@ -359,6 +361,18 @@ def _too_long(claim: str, subject: str, attribute: str, source: str) -> str | No
     return None
 
 
+def _bad_readers(readers: Sequence[str] | None) -> str | None:
+    """Why a readers list cannot be stored (a name the store refuses), or None."""
+    from ..inputs import check_name
+
+    for name in readers or ():
+        try:
+            check_name(name, "reader")
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
 def parse_episode(text: str, file: str, line: int, issues: list[Issue]) -> EpisodeEntry | None:
     m = _EPISODE_RE.match(text)
     if m is None:
@@ -381,6 +395,10 @@ def parse_episode(text: str, file: str, line: int, issues: list[Issue]) -> Episo
     if rm is not None:
         body = rm["text"]
         readers = sorted(r.strip() for r in rm["readers"].split(",") if r.strip())
+    problem = _bad_readers(readers)
+    if problem:
+        issues.append(Issue(file, line, problem))
+        return None
     event = "note"
     em = _EVENT_RE.match(body)
     if em is not None:
