@@ -147,10 +147,19 @@ def test_a_search_never_spans_users_and_a_tenant_store_sees_its_tenant(mem: Memo
     assert acme.get(("memories", "alice"), "m1") is None
     assert acme.list_namespaces() == []
     one_user = MemstrataStore(mem, scope=Scope(user="alice"), scope_keys=())
-    assert one_user.list_namespaces() == []  # alice-only store: layouts differ, nothing leaks
+    # a store fixed to alice sees alice's namespaces only (never bob's)
+    assert one_user.list_namespaces() == [("memories", "alice")]
     one_user.put(("notes",), "n", {"content": "own note"})
-    assert one_user.list_namespaces() == [("notes",)]
+    assert one_user.list_namespaces() == [("memories", "alice"), ("notes",)]
     assert lang.list_namespaces() == [("memories", "alice"), ("memories", "bob")]
+    # two layouts never share a slot: ("memories",) of alice's store is not ("alice",
+    # "memories") of the per-user store
+    per_user = MemstrataStore(mem)
+    per_user.put(("alice", "memories"), "k", {"v": "per-user layout"})
+    one_user.put(("memories",), "k", {"v": "fixed-scope layout"})
+    assert per_user.get(("alice", "memories"), "k").value == {"v": "per-user layout"}
+    assert one_user.get(("memories",), "k").value == {"v": "fixed-scope layout"}
+    assert ("memories",) in one_user.list_namespaces()
 
 
 def test_the_write_policy_applies_to_every_put(mem: Memory, store: StoreProbe) -> None:

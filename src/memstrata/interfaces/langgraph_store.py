@@ -16,9 +16,10 @@ Mapping (a contract; the tests check every line):
   ``("memories", "{user_id}")``). The store's own ``scope`` gives the tenant and any fixed
   field. The other elements are *labels*. A namespace shorter than ``scope_keys`` is a
   :class:`~memstrata.errors.ValidationError`.
-- **(labels, key) → the fact's slot**: subject ``lg.<label>.<label>``, attribute ``<key>``.
-  A label or key that the slot's normal form would change (case, spaces, length) carries
-  a digest of its exact text, so ``"Key"`` and ``"key"`` stay two items.
+- **(namespace, key) → the fact's slot**: subject ``lg.<element>.<element>`` (the whole
+  namespace, so stores of different layouts never share a slot), attribute ``<key>``. An
+  element or key that the slot's normal form would change (case, spaces, length) carries a
+  digest of its exact text, so ``"Key"`` and ``"key"`` stay two items.
 - **Value → evidence.** The exact JSON of the item (at most 8,000 characters with its
   envelope; larger values are refused: keep documents elsewhere and store a reference) is
   the fact's evidence; the claim is the text of the indexed fields (``index`` paths, as in
@@ -115,7 +116,7 @@ def _label(text: str) -> str:
 
 
 def _subject(labels: Sequence[str]) -> str:
-    """The subject of a label path (a path too long for a subject keeps the labels that fit
+    """The subject of a namespace (a path too long for a subject keeps the labels that fit
     and a digest of the rest; prefix searches cut theirs the same way)."""
     parts = [ROOT]
     for i, label in enumerate(labels):
@@ -376,8 +377,8 @@ class MemstrataStore(BaseStore):
         return await asyncio.to_thread(self.batch, list(ops))
 
     def _current(self, namespace: tuple[str, ...], key: str) -> tuple[Scope, Fact | None]:
-        scope, labels = self._split(_check_labels(namespace))
-        found = self.mem.facts.in_namespace(scope, _subject(labels), attribute=_label(key),
+        scope, _ = self._split(_check_labels(namespace))
+        found = self.mem.facts.in_namespace(scope, _subject(namespace), attribute=_label(key),
                                             limit=1)
         return scope, (found[0] if found else None)
 
@@ -450,7 +451,7 @@ class MemstrataStore(BaseStore):
                                                   "short summary with a reference")
         source = f"{self.source}:{'/'.join(namespace)}/{key}"[:MAX_SOURCE]
         res = self.mem.facts.propose(
-            scope, claim=claim, kind=self.kind, subject=_subject(self._split(namespace)[1]),
+            scope, claim=claim, kind=self.kind, subject=_subject(namespace),
             attribute=_label(key), actor=self.actor, source=source, evidence=evidence,
             expires_at=now + timedelta(minutes=float(ttl)) if ttl is not None else None,
             reason="rewritten through the LangGraph store" if current is not None else None,
@@ -473,11 +474,11 @@ class MemstrataStore(BaseStore):
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = _check_labels(op.namespace_prefix, "search prefix")
-        scope, labels = self._split(prefix, partial=True)
+        scope, _ = self._split(prefix, partial=True)
         if op.limit < 0 or op.offset < 0:
             raise ValidationError("limit and offset must not be negative")
         _check_filter(op.filter)
-        candidates = self.mem.facts.in_namespace(scope, _prefix_subject(labels), deeper=True,
+        candidates = self.mem.facts.in_namespace(scope, _prefix_subject(prefix), deeper=True,
                                                  limit=MAX_ITEMS)
         if len(candidates) == MAX_ITEMS:
             log.warning("search %r read the newest %d items only", prefix, MAX_ITEMS)
@@ -520,10 +521,10 @@ class MemstrataStore(BaseStore):
             try:
                 env = json.loads(evidence or "")
                 namespace = tuple(env["ns"])
-                mine, labels = self._split(namespace)
+                mine, _ = self._split(namespace)
             except (ValueError, KeyError, TypeError):
                 continue
-            if mine != scope or _subject(labels) != subject:
+            if mine != scope or _subject(namespace) != subject:
                 continue  # written by a store of another layout: not an item of this one
             found.add(namespace)
         names = [ns for ns in found
