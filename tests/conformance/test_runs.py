@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -9,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from memstrata import Conflict, ManualClock, Memory, NotFound, Scope, ToolDispatcher
+from memstrata import (
+    Conflict,
+    ManualClock,
+    Memory,
+    NotFound,
+    Scope,
+    ToolDispatcher,
+    ValidationError,
+)
 
 
 def test_scratch_receipts_listing_and_discard(mem: Memory, alice: Scope) -> None:
@@ -145,3 +154,15 @@ def test_closing_a_task_ends_it_and_keeps_its_history(mem: Memory, alice: Scope,
     assert mem.checkpoints.tasks(alice) == []
     with pytest.raises(NotFound):
         mem.checkpoints.close(alice, "never-started")
+
+
+def test_scratch_writes_many_at_once_and_screens_json_values(mem: Memory) -> None:
+    with mem.run(Scope(user="alice"), task="t") as run:
+        assert run.scratch.write_many([("a", {"cmd": 'export PGPASSWORD="Tr0ub4dor&3x"'}),
+                                       ("b", "plain text")]) == 2
+        items = dict(run.scratch.items())
+        assert set(items) == {"a", "b"} and "Tr0ub4dor" not in items["a"]
+        assert json.loads(items["a"])["cmd"].startswith("export PGPASSWORD=")
+        with pytest.raises(ValidationError):
+            run.scratch.write_many([("c", "fine"), ("d", {"bad": object()})])
+        assert run.scratch.list() == ["a", "b"]

@@ -11,6 +11,7 @@ recall and context label it.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from .policy import UNTRUSTED_ACTORS
 
@@ -23,6 +24,18 @@ def redact_secrets(text: str) -> tuple[str, list[str]]:
     if not report.has_secret:
         return text, []
     return redact(text, report), sorted({f.detector for f in report.secrets})
+
+
+def redact_value(value: Any) -> Any:
+    """A JSON-able ``value`` with the secrets in every string redacted (keys included), so a
+    value stored as JSON text stays valid JSON and a quoted secret is found too."""
+    if isinstance(value, str):
+        return redact_secrets(value)[0]
+    if isinstance(value, Mapping):
+        return {redact_secrets(str(k))[0]: redact_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_value(v) for v in value]
+    return value
 
 
 def screen_record(texts: Mapping[str, str | None], *, actor: str | None,

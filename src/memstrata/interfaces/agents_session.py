@@ -10,10 +10,10 @@ scope, as the run ``session:<session_id>``:
   (``function_call_output`` and the other ``*_call_output`` items) longer than
   ``observation_cap`` keeps its head and ends with a marker saying how much was cut (the
   transcript helpers' cap, :func:`memstrata.interfaces.transcript.cap_text`: characters by
-  default, ``cap_unit="tokens"`` counts tokens). Secrets in every string of an item are
-  redacted before it is stored (the item stays valid JSON). An item that is not a JSON
-  object, or that cannot be stored, is a :class:`~memstrata.errors.ValidationError` and
-  nothing of that call is stored (every item is checked before the first is written).
+  default, ``cap_unit="tokens"`` counts tokens). The scratch layer screens every string of
+  an item for secrets (the item stays valid JSON) and writes a call's items all or none:
+  an item that is not a JSON object, or that cannot be stored, is a
+  :class:`~memstrata.errors.ValidationError` and nothing of that call is stored.
 - ``get_items(limit)`` returns the latest ``limit`` items (``session_settings.limit`` when
   none is given; all when both are None) in chronological order; ``pop_item`` removes and
   returns the newest; ``clear_session`` drops them all.
@@ -28,7 +28,6 @@ The calls run in a worker thread (the engines are thread-safe). For the MCP rout
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 from collections.abc import Mapping
@@ -43,10 +42,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ConfigError("the Agents SDK session needs openai-agents",
                       hint="pip install 'memstrata[agents]'") from exc
 
-from ..governance.safety import redact_secrets
 from ..ids import new_id
 from ..inputs import text_arg
-from ..layers.scratch import MAX_VALUE, Scratch, SQLScratchStore
+from ..layers.scratch import Scratch
 from ..models import Scope, make_scope
 from .transcript import cap_text
 
@@ -57,17 +55,6 @@ if TYPE_CHECKING:
 
 PREFIX = "item:"
 DEFAULT_TTL = timedelta(days=30)
-
-
-def _redacted(value: Any) -> Any:
-    """``value`` with every secret in its strings redacted (keys included)."""
-    if isinstance(value, str):
-        return redact_secrets(value)[0]
-    if isinstance(value, Mapping):
-        return {redact_secrets(str(k))[0]: _redacted(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redacted(v) for v in value]
-    return value
 
 
 class MemstrataSession(SessionABC):
@@ -93,7 +80,6 @@ class MemstrataSession(SessionABC):
         digest = hashlib.sha256(self.scope.key.encode()).hexdigest()[:12]
         self._run_id = f"session:{digest}:{self.session_id}"
         self._scratch = Scratch(mem.scratch_store, mem.clock, self.scope, self._run_id, ttl)
-        self._ttl = self._scratch.ttl
 
     # -- helpers --------------------------------------------------------------
     def _cap(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -110,13 +96,8 @@ class MemstrataSession(SessionABC):
             return {**item, "output": parts}
         return item
 
-    def _keys(self) -> list[str]:
-        return self._scratch.list(PREFIX)
-
-    def _read(self, key: str) -> dict[str, Any] | None:
-        raw = self._scratch.get(key)
-        if raw is None:
-            return None  # expired between the listing and the read
+    @staticmethod
+    def _decode(raw: str) -> dict[str, Any] | None:
         try:
             value = json.loads(raw)
         except ValueError:
@@ -134,45 +115,27 @@ class MemstrataSession(SessionABC):
     def items(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The latest ``limit`` items, oldest first (synchronous form of get_items)."""
         limit = self._limit(limit)
-        keys = self._keys()
+        entries = self._scratch.items(PREFIX)
         if limit is not None and limit >= 0:
-            keys = keys[max(0, len(keys) - limit):] if limit else []
-        return [item for key in keys if (item := self._read(key)) is not None]
+            entries = entries[max(0, len(entries) - limit):] if limit else []
+        return [item for _, raw in entries if (item := self._decode(raw)) is not None]
 
     def add(self, items: list[Any]) -> None:
-        """Append items in order (synchronous form of add_items)."""
+        """Append items in order (synchronous form of add_items): the scratch layer checks
+        and screens every item first, then writes all of them or none."""
         if not isinstance(items, list | tuple):
             raise ValidationError("items must be a list of input items")
-        encoded: list[str] = []
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise ValidationError(f"item {i} is {type(item).__name__}, not an input item "
                                       "(a JSON object)", hint="nothing of this call was stored")
-            try:
-                text = json.dumps(_redacted(self._cap(dict(item))), ensure_ascii=False)
-            except (TypeError, ValueError) as exc:
-                raise ValidationError(f"item {i} is not JSON: {exc}",
-                                      hint="nothing of this call was stored") from None
-            if len(text) > MAX_VALUE:
-                raise ValidationError(
-                    f"item {i} is {len(text)} characters as JSON (at most {MAX_VALUE})",
-                    hint="nothing of this call was stored; lower observation_cap")
-            encoded.append(text_arg(text, f"item {i}", max_len=MAX_VALUE, allow_empty=True))
-        now = self.mem.clock.now()
-        store = self.mem.scratch_store
-        # one transaction when the scratch lives in the database (all items or none)
-        batch = (self.mem.db.transaction(self.scope.tenant) if isinstance(store, SQLScratchStore)
-                 else contextlib.nullcontext())
-        with batch:
-            for text in encoded:
-                store.put(self.scope, self._run_id, PREFIX + new_id(), text, now,
-                          now + self._ttl)
+        self._scratch.write_many([(PREFIX + new_id(), self._cap(dict(item))) for item in items])
 
     def pop(self) -> dict[str, Any] | None:
         """Remove and return the newest item (synchronous form of pop_item)."""
-        for key in reversed(self._keys()):
-            item = self._read(key)
+        for key, raw in reversed(self._scratch.items(PREFIX)):
             self._scratch.delete(key)
+            item = self._decode(raw)
             if item is not None:
                 return item
         return None

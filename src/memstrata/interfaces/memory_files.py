@@ -110,8 +110,7 @@ def collect(mem: Memory, scope: Scope | dict[str, Any], *, principal: str | None
             marker = (day, target.provenance.source if per_day[day] > 1 else None)
         files.episodes.append(EpisodeEntry(
             day=e.observed_at.date().isoformat(), source=e.provenance.source,
-            text=e.text + (f" (outcome: {e.outcome})" if e.outcome else ""),
-            event=e.event, approx=APPROX_FLAG in e.flags,
+            text=_episode_text(e), event=e.event, approx=APPROX_FLAG in e.flags,
             readers=sorted(e.readers) if e.readers else None, supersedes=marker))
     return files
 
@@ -312,16 +311,15 @@ def _import_episodes(mem: Memory, scope: Scope, entries: list[EpisodeEntry],
     flush()
 
 
+def _episode_text(e: Any) -> str:
+    """An episode's text as the file writes it (its outcome in parentheses)."""
+    return str(e.text) + (f" (outcome: {e.outcome})" if e.outcome else "")
+
+
 def _key(e: Any) -> tuple[str, str, str]:
-    text = e.text + (f" (outcome: {e.outcome})" if e.outcome else "")
-    return (e.observed_at.date().isoformat(), one_line(e.provenance.source), one_line(text))
-
-
-def collect_episode_keys(mem: Memory, scope: Scope) -> list[EpisodeEntry]:
-    """The episodes already in exactly ``scope`` that its user may read, as entries."""
-    return collect(mem, scope).episodes
-
-
+    """What an :attr:`EpisodeEntry.key` of this stored episode would be."""
+    return (e.observed_at.date().isoformat(), one_line(e.provenance.source),
+            one_line(_episode_text(e)))
 
 
 __all__ = ["ExportReport", "ImportReport", "collect", "export_markdown", "import_markdown",

@@ -39,6 +39,7 @@ Contract:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -424,27 +425,35 @@ class _Sorter:
         return self.result
 
 
-def migrate_text(text: str, *, name: str = "MEMORY.md", today: date | None = None
-                 ) -> MigrationResult:
-    """Sort the lines of a legacy memory file (see the module docstring)."""
-    sorter = _Sorter(name, today or datetime.now(UTC).date())
+def content_lines(text: str) -> Iterator[tuple[int, str, str]]:
+    """The lines of a legacy memory file, numbered: ``("skipped", note)`` for code fences
+    and code, ``("heading", "## title")`` and ``("line", text)``; blank lines and rules are
+    left out. Both sorters (rules and :mod:`memstrata.interfaces.migrate_llm`) read this."""
     in_code = False
     for n, raw in enumerate(text.splitlines(), 1):
         stripped = raw.strip()
         if stripped.startswith("```"):
             in_code = not in_code
-            sorter.result.routes.append(Route(n, "", "skipped", "code fence"))
-            continue
-        if in_code:
-            sorter.result.routes.append(Route(n, "", "skipped", "inside a code block"))
-            continue
-        if not stripped or re.fullmatch(r"[-*_=]{3,}", stripped):
-            continue
-        heading = re.match(r"^(#{1,6})\s+(.*)$", stripped)
-        if heading is not None:
+            yield n, "skipped", "code fence"
+        elif in_code:
+            yield n, "skipped", "inside a code block"
+        elif stripped and not re.fullmatch(r"[-*_=]{3,}", stripped):
+            yield n, "heading" if re.match(r"^#{1,6}\s", stripped) else "line", stripped
+
+
+def migrate_text(text: str, *, name: str = "MEMORY.md", today: date | None = None
+                 ) -> MigrationResult:
+    """Sort the lines of a legacy memory file (see the module docstring)."""
+    sorter = _Sorter(name, today or datetime.now(UTC).date())
+    for n, kind, line in content_lines(text):
+        if kind == "skipped":
+            sorter.result.routes.append(Route(n, "", "skipped", line))
+        elif kind == "heading":
+            heading = re.match(r"^(#{1,6})\s+(.*)$", line)
+            assert heading is not None
             sorter.heading(len(heading.group(1)), heading.group(2))
-            continue
-        sorter.line(n, stripped)
+        else:
+            sorter.line(n, line)
     return sorter.finish()
 
 
@@ -469,5 +478,5 @@ BULLET = _BULLET
 slug = _slug
 source_of = _source
 
-__all__ = ["BULLET", "MigrationResult", "Route", "find_date", "migrate_memory_file",
-           "migrate_text", "slug", "source_of"]
+__all__ = ["BULLET", "MigrationResult", "Route", "content_lines", "find_date",
+           "migrate_memory_file", "migrate_text", "slug", "source_of"]

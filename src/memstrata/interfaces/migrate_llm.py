@@ -20,7 +20,6 @@ Contract:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -30,7 +29,7 @@ from ..errors import ProviderError
 from ..models import FACT_KINDS
 from .markdown import APPROX, EpisodeEntry, FactEntry, MemoryFiles, TaskEntry
 from .memory_files import write_files
-from .migrate import BULLET, MigrationResult, Route, find_date, slug, source_of
+from .migrate import BULLET, MigrationResult, Route, content_lines, find_date, slug, source_of
 
 if TYPE_CHECKING:
     from ..providers.llm import LLMClient
@@ -81,44 +80,34 @@ earlier line's number in supersedes. Answer for every line exactly once, by its 
 with a one-line reason."""
 
 
-def _lines(text: str, name: str) -> tuple[list[tuple[int, str, str]], list[Route]]:
+def _lines(text: str) -> tuple[list[tuple[int, str, str]], list[Route]]:
     """(line, heading, text) of every content line to send; routes of what is not sent."""
     from ..governance.sensitivity import scan
 
     out: list[tuple[int, str, str]] = []
     skipped: list[Route] = []
     heading = ""
-    in_code = False
-    for n, raw in enumerate(text.splitlines(), 1):
-        stripped = raw.strip()
-        if stripped.startswith("```"):
-            in_code = not in_code
-            skipped.append(Route(n, "", "skipped", "code fence"))
-            continue
-        if in_code:
-            skipped.append(Route(n, "", "skipped", "inside a code block"))
-            continue
-        if not stripped or re.fullmatch(r"[-*_=]{3,}", stripped):
-            continue
-        m = re.match(r"^(#{1,6})\s+(.*)$", stripped)
-        if m is not None:
-            heading = m.group(2)
-            continue
-        body = BULLET.sub("", stripped).strip()
-        report = scan(body)
-        if report.has_secret:
-            detectors = ", ".join(sorted({f.detector for f in report.secrets}))
-            skipped.append(Route(n, "", "skipped", f"holds a secret ({detectors}): not "
-                                                   "migrated, not sent to the model"))
-            continue
-        out.append((n, heading, body))
+    for n, kind, line in content_lines(text):
+        if kind == "skipped":
+            skipped.append(Route(n, "", "skipped", line))
+        elif kind == "heading":
+            heading = line.lstrip("#").strip()
+        else:
+            body = BULLET.sub("", line).strip()
+            report = scan(body)
+            if report.has_secret:
+                detectors = ", ".join(sorted({f.detector for f in report.secrets}))
+                skipped.append(Route(n, "", "skipped", f"holds a secret ({detectors}): not "
+                                                       "migrated, not sent to the model"))
+            else:
+                out.append((n, heading, body))
     return out, skipped
 
 
 def migrate_with_llm(text: str, client: LLMClient, *, name: str = "MEMORY.md",
                      today: date) -> MigrationResult:
     """Sort ``text`` with ``client`` (see the module docstring)."""
-    lines, skipped = _lines(text, name)
+    lines, skipped = _lines(text)
     result = MigrationResult(files=MemoryFiles(ordered=True, updated=today.isoformat()))
     result.routes += skipped
     if not lines:

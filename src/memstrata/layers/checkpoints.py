@@ -204,19 +204,18 @@ class Checkpoints:
         where, params = exact_sql(scope)
         rows = tx.all(f"{_SELECT} WHERE {where} ORDER BY r.updated_at DESC, r.version DESC "
                       "LIMIT ?", (*params, limit))
-        latest: dict[str, Row] = {}
-        for r in tx.all("SELECT task, max(version) AS version FROM checkpoints r WHERE "
-                        f"{where} GROUP BY task", params):
-            latest[r["task"]] = r
-        closed = {r["task"] for r in tx.all(
-            f"{_SELECT} WHERE {where} AND r.version = (SELECT max(v.version) FROM checkpoints v "
-            "WHERE v.tenant = r.tenant AND v.scope_key = r.scope_key AND v.task = r.task)",
-            params) if json.loads(r["data"]).get("closed")}
+        # each task's latest version: its number, and whether it closed the task
+        latest = {r["task"]: (int(r["version"]), bool(json.loads(r["data"]).get("closed")))
+                  for r in tx.all(
+                      f"{_SELECT} WHERE {where} AND r.version = (SELECT max(v.version) FROM "
+                      "checkpoints v WHERE v.tenant = r.tenant AND v.scope_key = r.scope_key "
+                      "AND v.task = r.task)", params)}
         out: list[tuple[Checkpoint, str]] = []
         for r in rows:
-            if r["task"] in closed:
+            last, closed = latest[r["task"]]
+            if closed:
                 out.append((checkpoint_from_row(r), "closed"))
-            elif int(r["version"]) < int(latest[r["task"]]["version"]):
+            elif int(r["version"]) < last:
                 out.append((checkpoint_from_row(r), "superseded"))
         return out
 

@@ -313,15 +313,15 @@ class Episodes:
 
     def _refresh(self, tx: Tx, tenant: str, targets: Sequence[_Neighbour],
                  moved: Sequence[int], vectors: Any) -> None:
-        """Rewrite the index entries of stored neighbours whose context changed (their
-        vectors too when their previous line changed)."""
-        if not targets:
-            return
+        """Rewrite the index entries of stored neighbours whose context changed (with their
+        new vectors when their previous line changed), each entry once."""
         entries = [IndexEntry(t.row["id"], self.index_text(t.row, from_text(
             t.row["observed_at"]) or self._clock.now()), " ".join([*t.before, *t.after]))
             for t in targets]
-        self._index.write(tx, "episodes", tenant, entries)
-        if moved and vectors is not None:
+        kept = set(moved) if vectors is not None else set()
+        self._index.write(tx, "episodes", tenant,
+                          [e for n, e in enumerate(entries) if n not in kept])
+        if kept:
             self._index.write(tx, "episodes", tenant, [entries[n] for n in moved], vectors)
 
     def _screen(self, item: EpisodeInput) -> EpisodeInput:

@@ -32,7 +32,7 @@ from ..scoping import (
     scope_from_row,
 )
 from ..store.base import Database, Row, Tx
-from ..store.sql import chunks, marks
+from ..store.sql import chunks, marks, prefix_param
 from .indexing import RecordIndex
 
 COLUMNS = (
@@ -180,9 +180,8 @@ class FactReads:
         where += " AND r.scope_key = ?"
         params.append(scope.key)
         if deeper:
-            escaped = (subject + ".").replace("\\", "\\\\").replace("%", "\\%")
             where += " AND (r.subject = ? OR r.subject LIKE ? ESCAPE '\\')"
-            params += [subject, escaped.replace("_", "\\_") + "%"]
+            params += [subject, prefix_param(subject + ".")]
         else:
             where += " AND r.subject = ?"
             params.append(subject)
@@ -201,7 +200,6 @@ class FactReads:
         of a key-value view of facts (the LangGraph store)."""
         scope = make_scope(scope)
         root = text_arg(root, "root", max_len=200)
-        escaped = (root + ".").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         where, params = owned_sql(scope)
         with self._db.transaction(scope.tenant, write=False) as tx:
             rows = tx.all(
@@ -210,7 +208,7 @@ class FactReads:
                 f"FROM facts r WHERE {where} AND r.status = 'active' AND (r.expires_at IS NULL "
                 f"OR r.expires_at > ?) AND (r.subject = ? OR r.subject LIKE ? ESCAPE '\\') "
                 f"GROUP BY r.tenant, r.s_user, r.s_project, r.s_agent, r.subject",
-                [*params, self._clock.now(), root, escaped + "%"])
+                [*params, self._clock.now(), root, prefix_param(root + ".")])
         return [(scope_from_row(r), r["subject"], r["evidence"]) for r in rows]
 
     def list(self, scope: Scope | dict[str, Any], *, status: str | None = None,

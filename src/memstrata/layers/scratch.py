@@ -10,7 +10,9 @@ Contract:
   ``list`` returns the live keys under a prefix.
 - Every entry expires after its TTL (default 24 h; a ``timedelta`` or seconds, measured on
   the injected clock); the run's entries are discarded when the run ends.
-- Keys and values are screened: secrets are redacted before they are stored.
+- Keys and values are screened: secrets are redacted before they are stored (a JSON value
+  string by string, so it stays valid JSON). ``write_many`` writes several entries all or
+  none; ``items`` reads the entries under a prefix in one go.
 - Storage is a :class:`~memstrata.store.base.ScratchStore`: this module's
   :class:`SQLScratchStore` by default, Redis (native TTL) when configured
   (:mod:`memstrata.store.redis_scratch`).
@@ -18,13 +20,15 @@ Contract:
 
 from __future__ import annotations
 
+import builtins
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from ..clock import Clock
 from ..errors import ValidationError
-from ..governance.safety import redact_secrets
+from ..governance.safety import redact_secrets, redact_value
 from ..inputs import text_arg
 from ..models import Scope
 from ..scoping import SCOPE_COLUMNS, owned_sql, scope_values
@@ -75,13 +79,18 @@ class SQLScratchStore:
 
     def put(self, scope: Scope, run_id: str, key: str, value: str, now: datetime,
             expires_at: datetime) -> None:
+        self.put_many(scope, run_id, [(key, value)], now, expires_at)
+
+    def put_many(self, scope: Scope, run_id: str, items: Sequence[tuple[str, str]],
+                 now: datetime, expires_at: datetime) -> None:
         with self._db.transaction(scope.tenant) as tx:
-            tx.execute(
+            tx.executemany(
                 f"INSERT INTO scratch ({SCOPE_COLUMNS}, run_id, key, value, written_at, "
                 "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant, run_id, key) DO UPDATE SET value = excluded.value, "
                 "written_at = excluded.written_at, expires_at = excluded.expires_at",
-                (*scope_values(scope), run_id, key, value, now, expires_at),
+                [(*scope_values(scope), run_id, key, value, now, expires_at)
+                 for key, value in items],
             )
 
     def get(self, scope: Scope, run_id: str, key: str, now: datetime) -> str | None:
@@ -92,12 +101,16 @@ class SQLScratchStore:
         return None if row is None else str(row["value"])
 
     def keys(self, scope: Scope, run_id: str, prefix: str, now: datetime) -> list[str]:
+        return [key for key, _ in self.entries(scope, run_id, prefix, now)]
+
+    def entries(self, scope: Scope, run_id: str, prefix: str,
+                now: datetime) -> list[tuple[str, str]]:
         with self._db.transaction(scope.tenant, write=False) as tx:
-            rows = tx.all("SELECT key FROM scratch WHERE tenant = ? AND run_id = ? AND "
+            rows = tx.all("SELECT key, value FROM scratch WHERE tenant = ? AND run_id = ? AND "
                           "scope_key = ? AND expires_at > ? AND substr(key, 1, ?) = ? "
                           "ORDER BY key", (scope.tenant, run_id, scope.key, now, len(prefix),
                                            prefix))
-        return [r["key"] for r in rows]
+        return [(r["key"], str(r["value"])) for r in rows]
 
     def delete(self, scope: Scope, run_id: str, key: str) -> bool:
         with self._db.transaction(scope.tenant) as tx:
@@ -129,6 +142,16 @@ class SQLScratchStore:
         """Nothing to release: the database is closed by its owner."""
 
 
+def _prefix(prefix: Any) -> str:
+    if not isinstance(prefix, str) or "\x00" in prefix or len(prefix) > MAX_KEY:
+        raise ValidationError(f"prefix must be a string of at most {MAX_KEY} characters")
+    try:
+        prefix.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("prefix is not valid UTF-8 (lone surrogate)") from None
+    return prefix
+
+
 class Scratch:
     """The scratchpad of one run; reached as ``run.scratch``."""
 
@@ -146,18 +169,45 @@ class Scratch:
 
     def write(self, key: str, value: Any, *, ttl: timedelta | float | None = None) -> str:
         """Store ``value`` under ``key`` for this run; returns a receipt, not the value."""
-        key = self._key(key)
+        key, text = self._entry(key, value)
         life = self.ttl if ttl is None else ttl_arg(ttl)
-        if not isinstance(value, str):
-            try:
-                value = json.dumps(value, sort_keys=True)
-            except (TypeError, ValueError) as exc:
-                raise ValidationError(f"scratch value for {key!r} is not text or JSON") from exc
-        value = text_arg(value, "value", max_len=MAX_VALUE, allow_empty=True)
-        value, _ = redact_secrets(value)
         now = self._clock.now()
-        self._store.put(self.scope, self.run_id, key, value, now, now + life)
-        return f"wrote {key} ({len(value)} chars)"
+        self._store.put(self.scope, self.run_id, key, text, now, now + life)
+        return f"wrote {key} ({len(text)} chars)"
+
+    def write_many(self, values: Sequence[tuple[str, Any]], *,
+                   ttl: timedelta | float | None = None) -> int:
+        """Store several ``(key, value)`` pairs at once: every one is checked and screened
+        first, then all are written or none. Returns how many."""
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise ValidationError("write_many takes a list of (key, value) pairs")
+        entries = []
+        for n, pair in enumerate(values):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ValidationError(f"entry {n} is not a (key, value) pair",
+                                      hint="nothing was written")
+            entries.append(self._entry(*pair))
+        life = self.ttl if ttl is None else ttl_arg(ttl)
+        now = self._clock.now()
+        if entries:
+            self._store.put_many(self.scope, self.run_id, entries, now, now + life)
+        return len(entries)
+
+    def _entry(self, key: Any, value: Any) -> tuple[str, str]:
+        """The checked key and the screened text of one entry (a JSON value is redacted
+        string by string, so it stays valid JSON)."""
+        key = self._key(key)
+        if isinstance(value, str):
+            text = redact_secrets(text_arg(value, "value", max_len=MAX_VALUE,
+                                           allow_empty=True))[0]
+        else:
+            try:
+                text = json.dumps(redact_value(value), sort_keys=True, ensure_ascii=False)
+            except (TypeError, ValueError) as exc:
+                raise ValidationError(f"scratch value for {key!r} is not text or JSON",
+                                      hint="nothing was written") from exc
+            text = text_arg(text, "value", max_len=MAX_VALUE, allow_empty=True)
+        return key, text
 
     def read(self, key: str) -> ScratchRead:
         """The value, or ``KEY is not set`` when missing or expired (see ``.found``)."""
@@ -174,13 +224,12 @@ class Scratch:
 
     def list(self, prefix: str = "") -> list[str]:
         """Live keys starting with ``prefix``, sorted."""
-        if not isinstance(prefix, str) or "\x00" in prefix or len(prefix) > MAX_KEY:
-            raise ValidationError(f"prefix must be a string of at most {MAX_KEY} characters")
-        try:
-            prefix.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValidationError("prefix is not valid UTF-8 (lone surrogate)") from None
-        return self._store.keys(self.scope, self.run_id, prefix, self._clock.now())
+        return self._store.keys(self.scope, self.run_id, _prefix(prefix), self._clock.now())
+
+    def items(self, prefix: str = "") -> builtins.list[tuple[str, str]]:
+        """(key, value) of the live entries starting with ``prefix``, by key, in one read."""
+        return self._store.entries(self.scope, self.run_id, _prefix(prefix),
+                                   self._clock.now())
 
     def delete(self, key: str) -> str:
         """Remove one key; returns a receipt."""

@@ -119,9 +119,19 @@ class ScratchStore(Protocol):
     def put(self, scope: Scope, run_id: str, key: str, value: str, now: datetime,
             expires_at: datetime) -> None: ...
 
+    def put_many(self, scope: Scope, run_id: str, items: Sequence[tuple[str, str]],
+                 now: datetime, expires_at: datetime) -> None:
+        """Write several entries at once: all of them or none."""
+        ...
+
     def get(self, scope: Scope, run_id: str, key: str, now: datetime) -> str | None: ...
 
     def keys(self, scope: Scope, run_id: str, prefix: str, now: datetime) -> list[str]: ...
+
+    def entries(self, scope: Scope, run_id: str, prefix: str,
+                now: datetime) -> list[tuple[str, str]]:
+        """(key, value) of the live entries under ``prefix``, by key, read at once."""
+        ...
 
     def delete(self, scope: Scope, run_id: str, key: str) -> bool: ...
 

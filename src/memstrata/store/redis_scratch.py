@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -116,11 +116,18 @@ class RedisScratchStore:
     # -- the ScratchStore protocol ------------------------------------------
     def put(self, scope: Scope, run_id: str, key: str, value: str, now: datetime,
             expires_at: datetime) -> None:
+        self.put_many(scope, run_id, [(key, value)], now, expires_at)
+
+    def put_many(self, scope: Scope, run_id: str, items: Sequence[tuple[str, str]],
+                 now: datetime, expires_at: datetime) -> None:
         ttl = max(1, math.ceil((expires_at - now).total_seconds()))
-        entry = {"v": value, "e": expires_at.timestamp(), "w": now.timestamp(),
-                 "u": scope.user, "p": scope.project, "a": scope.agent}
         try:
-            self._r.set(self._name(scope, run_id, key), json.dumps(entry), ex=ttl)
+            pipe = self._r.pipeline(transaction=True)  # MULTI/EXEC: all or none
+            for key, value in items:
+                entry = {"v": value, "e": expires_at.timestamp(), "w": now.timestamp(),
+                         "u": scope.user, "p": scope.project, "a": scope.agent}
+                pipe.set(self._name(scope, run_id, key), json.dumps(entry), ex=ttl)
+            pipe.execute()
         except redis.RedisError as exc:
             raise BackendError(f"Redis write failed: {exc}") from exc
 
@@ -135,11 +142,14 @@ class RedisScratchStore:
         return str(entry["v"]) if entry["e"] > now.timestamp() else None
 
     def keys(self, scope: Scope, run_id: str, prefix: str, now: datetime) -> list[str]:
+        return [key for key, _ in self.entries(scope, run_id, prefix, now)]
+
+    def entries(self, scope: Scope, run_id: str, prefix: str,
+                now: datetime) -> list[tuple[str, str]]:
         run = self._run_prefix(scope, run_id)
         cut = now.timestamp()
-        found = [name.decode()[len(run):] for name, entry in
-                 self._entries(_glob(run + prefix) + "*") if entry["e"] > cut]
-        return sorted(found)
+        return sorted((name.decode()[len(run):], str(entry["v"])) for name, entry in
+                      self._entries(_glob(run + prefix) + "*") if entry["e"] > cut)
 
     def delete(self, scope: Scope, run_id: str, key: str) -> bool:
         return self._unlink([self._name(scope, run_id, key).encode()]) > 0

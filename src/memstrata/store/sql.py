@@ -31,10 +31,20 @@ def contains_sql(column: str) -> str:
     return f"lower({column}) LIKE ? ESCAPE '\\'"
 
 
+def _escaped(text: str) -> str:
+    """``text`` with LIKE's wildcards (and the escape character) escaped by ``\\``."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def like_param(match: str) -> str:
     """The LIKE pattern for :func:`contains_sql`: ``match`` with its wildcards escaped."""
-    escaped = match.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    return f"%{_escaped(match.lower())}%"
 
 
-__all__ = ["CHUNK", "chunks", "contains_sql", "like_param", "marks"]
+def prefix_param(prefix: str) -> str:
+    """The LIKE pattern (with ``ESCAPE '\\'``, case kept) of the values starting with
+    ``prefix``, its wildcards escaped."""
+    return f"{_escaped(prefix)}%"
+
+
+__all__ = ["CHUNK", "chunks", "contains_sql", "like_param", "marks", "prefix_param"]
