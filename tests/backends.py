@@ -37,7 +37,8 @@ CHOICES = {"sqlite": ("sqlite",), "postgres": ("postgres",), "redis": ("postgres
 
 #: Every memstrata table the tests may fill (not ``migrations``).
 PG_TABLES = ("tenants", "meta", "facts", "facts_fts", "episodes", "episodes_fts", "vectors",
-             "checkpoints", "operations", "runs", "scratch", "feedback", "procedures")
+             "checkpoints", "operations", "runs", "scratch", "feedback", "procedures",
+             "api_keys")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

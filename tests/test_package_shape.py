@@ -156,6 +156,7 @@ RECORD_TABLES = {
     "scratch": "memstrata.layers.scratch",
     "feedback": "memstrata.layers.feedback",
     "procedures": "memstrata.layers.procedures",
+    "api_keys": "memstrata.interfaces.service.keys",
 }
 #: Tables of an engine: written only inside ``store/`` (one module per engine each).
 ENGINE_TABLES = {"vectors", "meta", "tenants", "write_guard", "migrations", "facts_fts",

@@ -12,6 +12,8 @@ boundary with ``raise X(...) from exc`` so callers catch one family::
     ├── PolicyRejected       the write policy refused the write (carries the
     │                        WriteResult-style reason, never the secret)
     ├── AccessDenied         scope or readers forbid the operation
+    │   └── Unauthenticated  no valid API key (memstrata serve)
+    ├── RateLimited          a key sent more requests than its limit allows
     ├── ConfigError          configuration or environment is unusable
     ├── BackendError         the storage backend failed (I/O, lock, server)
     ├── ProviderError        an embedder or LLM provider failed or answered
@@ -64,6 +66,15 @@ class AccessDenied(MemstrataError, PermissionError):
     """Scope or readers forbid this operation (e.g. an unscoped forget)."""
 
 
+class Unauthenticated(AccessDenied):
+    """The request carries no API key, or one that is unknown or revoked."""
+
+
+class RateLimited(MemstrataError):
+    """The key sent more requests than its rate allows; ``details['retry_after']`` is the
+    number of seconds to wait."""
+
+
 class ConfigError(MemstrataError):
     """Configuration, URL or environment cannot be used."""
 
@@ -90,5 +101,7 @@ __all__ = [
     "NotFound",
     "PolicyRejected",
     "ProviderError",
+    "RateLimited",
+    "Unauthenticated",
     "ValidationError",
 ]

@@ -48,6 +48,8 @@ People in the loop:
 \b
 Agents and operations:
   memstrata mcp --user alice --project docs-site  MCP server (stdio; --http for HTTP)
+  memstrata serve                                 REST API + MCP + inspector, with API keys
+  memstrata keys create --role agent --user alice / list / revoke ID
   memstrata tools --format openai                 tool schemas for function calling
   memstrata forget --match "peanut" --user alice  delete everywhere, reported
   memstrata doctor / stats / sweep / reindex / config show

@@ -95,6 +95,35 @@ def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None, 
     _write(res, out, as_json)
 
 
+@bench.command("serve")
+@click.option("--url", required=True, help="Store to serve (a PostgreSQL URL for the team "
+                                           "setup; sqlite:///path works too).")
+@click.option("--clients", type=int, default=16, show_default=True)
+@click.option("--requests", "requests_", type=int, default=200, show_default=True,
+              help="Requests per client (half recall, half facts propose).")
+@click.option("--users", type=int, default=4, show_default=True)
+@click.option("--per-user", type=int, default=2000, show_default=True,
+              help="Episodes seeded per user before the run.")
+@click.option("--embedder", default="minilm", show_default=True)
+@click.option("--out", default="bench-results/serve.json", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def bench_serve(url: str, clients: int, requests_: int, users: int, per_user: int,
+                embedder: str, out: str, as_json: bool) -> None:
+    """Concurrent clients against `memstrata serve`: rps, p95 and the server's peak RSS."""
+    from ..bench.serve_load import run
+
+    res = run(url, clients=clients, requests=requests_, users=users, per_user=per_user,
+              embedder=None if embedder == "none" else embedder)
+    if not as_json:
+        table(f"memstrata serve, {clients} clients ({res['url']})",
+              ["operation", "requests", "rps", "p50 ms", "p95 ms", "p99 ms", "status"],
+              [[op, v["requests"], v["rps"], v["p50_ms"], v["p95_ms"], v["p99_ms"],
+                v["status"]] for op, v in res["ops"].items()])
+        click.echo(f"server peak RSS {res['server_peak_rss_mb']} MB; "
+                   f"{res['total_rps']} requests/s in all")
+    _write(res, out, as_json)
+
+
 @bench.command("locomo")
 @click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False),
               help="locomo_dev.json (e.g. ../shared/bench/locomo/locomo_dev.json).")

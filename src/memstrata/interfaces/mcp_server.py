@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..models import Scope, make_scope
@@ -85,24 +87,46 @@ server; tools take no arguments naming a user or tenant.
 """
 
 
+@dataclass(frozen=True)
+class Binding:
+    """Who a request acts as: its scope, actor, reader name and the tools it may call.
+    ``owner`` (an API key id, say) is part of the session key, so two callers never share
+    a session's run even if one learns the other's session id."""
+
+    scope: Scope
+    actor: str = "agent"
+    principal: str | None = None
+    allowed: frozenset[str] | None = None
+    owner: str = ""
+
+
 class MemoryTools:
     """The dispatchers of one server: one run per client session.
 
     Over stdio a process serves exactly one client, so the process owns one
     run. Over streamable HTTP each ``mcp-session-id`` gets its own run;
     requests without a session id (stateless mode) share the process's run.
+    ``bind``: the binding of each request (``memstrata serve`` derives it from the
+    request's API key); by default every request has the server's fixed scope and actor.
     """
 
     PROCESS = "process"
 
     def __init__(self, mem: Memory, scope: Scope, *, task: str | None = None,
-                 actor: str = "agent") -> None:
+                 actor: str = "agent", bind: Callable[[Any], Binding] | None = None) -> None:
         self.mem = mem
         self.scope = scope
         self.task = task
         self.actor = actor
-        self._sessions: dict[str, ToolDispatcher] = {}
+        self._bind = bind
+        self._sessions: dict[tuple[str, str], ToolDispatcher] = {}
         self._lock = threading.Lock()
+
+    def binding(self, ctx: Any) -> Binding:
+        """The binding of the request ``ctx`` belongs to."""
+        if self._bind is not None:
+            return self._bind(ctx)
+        return Binding(self.scope, self.actor)
 
     @staticmethod
     def session_key(ctx: Any) -> str:
@@ -115,13 +139,15 @@ class MemoryTools:
                 return f"http:{sid}"
         return MemoryTools.PROCESS
 
-    def for_session(self, key: str) -> ToolDispatcher:
-        """The dispatcher of a client session (created on its first call)."""
+    def for_request(self, ctx: Any) -> ToolDispatcher:
+        """The dispatcher of the request's client session (created on its first call)."""
+        b = self.binding(ctx)
+        key = (b.owner, self.session_key(ctx))
         with self._lock:
             dispatcher = self._sessions.get(key)
             if dispatcher is None:
-                dispatcher = ToolDispatcher(self.mem, self.scope, task=self.task,
-                                            actor=self.actor)
+                dispatcher = ToolDispatcher(self.mem, b.scope, task=self.task, actor=b.actor,
+                                            principal=b.principal, allowed=b.allowed)
                 self._sessions[key] = dispatcher
             return dispatcher
 
@@ -135,8 +161,10 @@ class MemoryTools:
 
 
 def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None = None,
-                 actor: str = "agent", name: str = "memstrata") -> Server[Any]:
-    """An MCP server exposing memstrata's tools for one fixed scope.
+                 actor: str = "agent", name: str = "memstrata",
+                 bind: Callable[[Any], Binding] | None = None) -> Server[Any]:
+    """An MCP server exposing memstrata's tools for one fixed scope (``bind``: for the
+    scope each request's binding names instead, see :class:`MemoryTools`).
 
     The returned server has a ``memstrata_tools`` attribute (:class:`MemoryTools`);
     call its ``close()`` when the server stops.
@@ -147,7 +175,7 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
 
     from ..version import __version__
 
-    tools = MemoryTools(mem, make_scope(scope), task=task, actor=actor)
+    tools = MemoryTools(mem, make_scope(scope), task=task, actor=actor, bind=bind)
     listing = [
         types.Tool(
             name=t.name, title=t.display_title, description=t.description,
@@ -162,15 +190,16 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
     files = {"identity": "identity.md", "working-context": "working-context.md",
              "episodic": "episodic.md"}
 
-    def read_file(name: str) -> str:
+    def read_file(b: Binding, name: str) -> str:
         from .memory_files import collect
 
-        return collect(mem, tools.scope).render()[files[name]]
+        return collect(mem, b.scope, principal=b.principal).render()[files[name]]
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        scope = tools.binding(ctx).scope
         listed = [types.Resource(name=name, title=f"memstrata {fname}",
                                  uri=f"memstrata://{name}", mime_type="text/markdown",
-                                 description=f"{fname} of {tools.scope}, rendered from the "
+                                 description=f"{fname} of {scope}, rendered from the "
                                              "store (read identity and working context first)")
                   for name, fname in files.items()]
         if tools.task is not None:
@@ -187,10 +216,11 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
 
         uri = str(params.uri)
         name = uri.removeprefix("memstrata://")
+        b = tools.binding(ctx)
         if name in files:
-            text = await anyio.to_thread.run_sync(read_file, name)
+            text = await anyio.to_thread.run_sync(read_file, b, name)
         elif name.startswith("task/"):
-            cp = await anyio.to_thread.run_sync(mem.checkpoints.current, tools.scope,
+            cp = await anyio.to_thread.run_sync(mem.checkpoints.current, b.scope,
                                                 name.removeprefix("task/"))
             text = checkpoint_text(cp) if cp is not None else "no checkpoint saved yet"
         else:
@@ -209,19 +239,22 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult:
         task = (params.arguments or {}).get("task") or tools.task
+        b = tools.binding(ctx)
         ctx_text = await anyio.to_thread.run_sync(
-            lambda: mem.context(tools.scope, task=task).text)
-        body = (f"{INSTRUCTIONS}\nWhat memory holds for this session ({tools.scope}):\n\n"
+            lambda: mem.context(b.scope, task=task, principal=b.principal).text)
+        body = (f"{INSTRUCTIONS}\nWhat memory holds for this session ({b.scope}):\n\n"
                 f"{ctx_text or '(nothing yet)'}")
         return types.GetPromptResult(
             description="session start", messages=[types.PromptMessage(
                 role="user", content=types.TextContent(type="text", text=body))])
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listing)
+        allowed = tools.binding(ctx).allowed
+        return types.ListToolsResult(tools=[t for t in listing
+                                            if allowed is None or t.name in allowed])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        dispatcher = tools.for_session(tools.session_key(ctx))
+        dispatcher = tools.for_request(ctx)
         arguments = dict(params.arguments or {})
         result = await anyio.to_thread.run_sync(dispatcher.dispatch, params.name, arguments)
         return types.CallToolResult(
@@ -279,5 +312,5 @@ def tool_names() -> list[str]:
     return list(TOOLS_BY_NAME)
 
 
-__all__ = ["DEFAULT_PORT", "HOST", "INSTRUCTIONS", "MemoryTools", "build_server", "serve_http",
-           "serve_stdio", "tool_names"]
+__all__ = ["DEFAULT_PORT", "HOST", "INSTRUCTIONS", "Binding", "MemoryTools", "build_server",
+           "serve_http", "serve_stdio", "tool_names"]

@@ -92,7 +92,7 @@ class ToolDef:
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments (pydantic-generated, tidied for LLMs)."""
-        schema: dict[str, Any] = _tidy(self.args.model_json_schema())
+        schema: dict[str, Any] = tidy_schema(self.args.model_json_schema())
         return schema
 
     def output_schema(self) -> dict[str, Any]:
@@ -364,10 +364,10 @@ TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOLS}
 
 # -- renderings ---------------------------------------------------------------
 
-def _tidy(schema: Any) -> Any:
+def tidy_schema(schema: Any) -> Any:
     """Drop pydantic's titles and collapse ``X | None`` to ``X`` (None is the default)."""
     if isinstance(schema, list):
-        return [_tidy(s) for s in schema]
+        return [tidy_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
@@ -375,9 +375,9 @@ def _tidy(schema: Any) -> Any:
         if key == "title" and isinstance(value, str):
             continue
         if key == "properties" and isinstance(value, dict):
-            out[key] = {name: _tidy(prop) for name, prop in value.items()}
+            out[key] = {name: tidy_schema(prop) for name, prop in value.items()}
         else:
-            out[key] = _tidy(value)
+            out[key] = tidy_schema(value)
     options = out.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         other = next(o for o in options if o != {"type": "null"})
@@ -500,13 +500,16 @@ class ToolDispatcher:
     """Routes tool calls to the library within one fixed scope and one run.
 
     ``run``: an open :class:`~memstrata.memory.Run` to use (the caller ends
-    it); by default the dispatcher opens its own on first use and ends it in
-    :meth:`close`. ``actor``: who tool writes are attributed to.
+    it); by default the dispatcher opens its own on first use (``run_id``: with that
+    id, so several dispatchers can share one run) and ends it in :meth:`close`.
+    ``actor``: who tool writes are attributed to. ``allowed``: the tools this caller may
+    use (others answer AccessDenied); default all.
     """
 
     def __init__(self, mem: Memory, scope: Scope | dict[str, Any], *, task: str | None = None,
                  run: Run | None = None, actor: str = "agent",
-                 principal: str | None = None) -> None:
+                 principal: str | None = None, run_id: str | None = None,
+                 allowed: frozenset[str] | None = None) -> None:
         if actor not in DISPATCH_ACTORS:
             raise ValidationError(f"actor must be one of {', '.join(DISPATCH_ACTORS)}",
                                   hint="a reviewer is a person; approve with `memstrata review`")
@@ -517,12 +520,14 @@ class ToolDispatcher:
         self.principal = principal
         self._run = run
         self._owns_run = run is None
+        self._run_id = run_id
+        self.allowed = allowed
 
     @property
     def run(self) -> Run:
         """The run scratch and ledger calls belong to (opened on first use)."""
         if self._run is None:
-            self._run = self.mem.run(self.scope, task=self.task)
+            self._run = self.mem.run(self.scope, task=self.task, run_id=self._run_id)
             self._run.__enter__()
         return self._run
 
@@ -542,6 +547,10 @@ class ToolDispatcher:
             return {"error": f"unknown tool {name!r}",
                     "hint": "available tools: " + ", ".join(self.names),
                     "type": "ValidationError"}
+        if self.allowed is not None and name not in self.allowed:
+            return {"error": f"this caller may not use {name}",
+                    "hint": "its role does not include it; ask an admin for a key that does",
+                    "type": "AccessDenied"}
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}

@@ -44,7 +44,7 @@ from ..errors import ConfigError, NotFound, ValidationError
 from ..governance.policy import WritePolicy
 from ..governance.safety import screen_record
 from ..ids import new_id
-from ..inputs import MAX_K, date_arg, int_arg, record_id_arg, text_arg
+from ..inputs import MAX_K, MAX_SOURCE, date_arg, int_arg, record_id_arg, text_arg
 from ..models import (
     Actor,
     Confidence,
@@ -511,16 +511,29 @@ class Episodes:
         return episode_from_row(row, superseded=bool(sup), now=self._clock.now())
 
     def log(self, scope: Scope | dict[str, Any], *, principal: str | None = None,
-            limit: int = 100_000) -> list[Episode]:
+            limit: int = 100_000, thread: str | None = None,
+            since: datetime | str | None = None,
+            until: datetime | str | None = None) -> list[Episode]:
         """The episodes of exactly this scope that the principal may read, oldest first
-        (unexpired): what the episodic file shows."""
+        (unexpired): what the episodic file shows; ``thread``, ``since`` and ``until``
+        narrow it to one thread and a date range (inclusive)."""
         scope = make_scope(scope)
         limit = int_arg(limit, "limit", low=0, high=1_000_000)
         where, params = self.filter_sql(scope, principal)
+        where += " AND r.scope_key = ?"
+        extra: list[Any] = [scope.key]
+        if thread is not None:
+            where += " AND r.thread = ?"
+            extra.append(text_arg(thread, "thread", max_len=MAX_SOURCE))
+        for name, op, value in (("since", ">=", since), ("until", "<=", until)):
+            when = date_arg(value, name)
+            if when is not None:
+                where += f" AND r.observed_at {op} ?"
+                extra.append(when)
         with self._db.transaction(scope.tenant, write=False) as tx:
-            rows = tx.all(f"{_SELECT} WHERE {where} AND r.scope_key = ? "
+            rows = tx.all(f"{_SELECT} WHERE {where} "
                           "ORDER BY r.observed_at, r.created_at, r.id LIMIT ?",
-                          [*params, scope.key, limit])
+                          [*params, *extra, limit])
             sup = self.superseded_ids(tx, scope.tenant, [r["id"] for r in rows])
         now = self._clock.now()
         return [episode_from_row(r, superseded=r["id"] in sup, now=now) for r in rows]

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..clock import Clock, from_text
 from ..errors import NotFound
-from ..inputs import int_arg, record_id_arg, text_arg
+from ..inputs import MAX_NAME, int_arg, record_id_arg, text_arg
 from ..models import Fact, Provenance, Scope, make_scope
 from ..scoping import (
     SCOPE_COLUMNS,
@@ -212,12 +212,18 @@ class FactReads:
         return [(scope_from_row(r), r["subject"], r["evidence"]) for r in rows]
 
     def list(self, scope: Scope | dict[str, Any], *, status: str | None = None,
-             principal: str | None = None, limit: int = 200) -> builtins.list[Fact]:
-        """Facts of any status (or one) that apply to the scope, for people and exports."""
+             principal: str | None = None, limit: int = 200,
+             subject: str | None = None) -> builtins.list[Fact]:
+        """Facts of any status (or one) that apply to the scope, for people and exports
+        (``subject``: only facts about it)."""
         scope = make_scope(scope)
         limit = int_arg(limit, "limit", low=0, high=100_000)
         statuses = None if status is None else (text_arg(status, "status", max_len=64),)
-        rows = self._select(scope, principal, statuses, "", [], limit=limit,
+        extra, extra_params = "", []
+        if subject is not None:
+            extra, extra_params = " AND r.subject = ?", [text_arg(subject, "subject",
+                                                                  max_len=MAX_NAME)]
+        rows = self._select(scope, principal, statuses, extra, extra_params, limit=limit,
                             include_expired=True)
         now = self._clock.now()
         return [fact_from_row(r, now) for r in rows]

@@ -65,6 +65,10 @@ DEFINER_READ_TABLES = ("facts_fts", "episodes_fts")
 REGISTERING_TABLES = ("meta", "facts", "episodes", "checkpoints", "operations", "runs",
                       "scratch", "feedback", "procedures")
 
+#: API keys (m007): a tenant table with the same policy, FORCEd; not a record table
+#: (forget and retention never touch it).
+KEY_TABLE = "api_keys"
+
 TENANT_SETTING = "app.tenant"
 MAINTENANCE_SETTING = "memstrata.maintenance"
 
@@ -307,13 +311,7 @@ def m003_row_level_security(conn: psycopg.Connection[Any], app_role: str | None)
     """Tenant isolation by the database: ENABLE + FORCE row-level security everywhere."""
     tenant = sql.SQL("tenant = current_setting({}, true)").format(sql.Literal(TENANT_SETTING))
     for table in TENANT_TABLES:
-        ident = sql.Identifier(table)
-        conn.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(ident))
-        if table not in DEFINER_READ_TABLES:
-            conn.execute(sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(ident))
-        conn.execute(sql.SQL(
-            "CREATE POLICY tenant_isolation ON {} USING ({}) WITH CHECK ({})"
-        ).format(ident, tenant, tenant))
+        _tenant_policy(conn, table, force=table not in DEFINER_READ_TABLES)
     # Tenant names are visible to every role (maintenance visits each tenant); a role can
     # only register the tenant of its own transaction and never rename or drop one.
     conn.execute("ALTER TABLE tenants ENABLE ROW LEVEL SECURITY")
@@ -369,6 +367,36 @@ def m006_episode_threads(conn: psycopg.Connection[Any], app_role: str | None) ->
                  "observed_at)")
 
 
+@migration
+def m007_api_keys(conn: psycopg.Connection[Any], app_role: str | None) -> None:
+    """API keys of ``memstrata serve``: a tenant table like the others (RLS ENABLEd and
+    FORCEd), so a key is looked up inside its own tenant's transaction only."""
+    conn.execute(f"""
+        CREATE TABLE {KEY_TABLE} (
+            tenant text NOT NULL, id text NOT NULL, secret_hash text NOT NULL,
+            role text NOT NULL CHECK (role IN ('agent', 'reviewer', 'admin')),
+            users text, projects text, agents text, principal text, actor text NOT NULL,
+            label text, rate_per_minute integer, created_at timestamptz NOT NULL,
+            revoked_at timestamptz,
+            PRIMARY KEY (tenant, id))""")
+    _tenant_policy(conn, KEY_TABLE, force=True)
+    if app_role is not None:
+        conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE ON {} TO {}").format(
+            sql.Identifier(KEY_TABLE), sql.Identifier(app_role)))
+
+
+def _tenant_policy(conn: psycopg.Connection[Any], table: str, *, force: bool) -> None:
+    """ENABLE (and FORCE) row-level security on ``table`` with the tenant policy."""
+    tenant = sql.SQL("tenant = current_setting({}, true)").format(sql.Literal(TENANT_SETTING))
+    ident = sql.Identifier(table)
+    conn.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(ident))
+    if force:
+        conn.execute(sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(ident))
+    conn.execute(sql.SQL(
+        "CREATE POLICY tenant_isolation ON {} USING ({}) WITH CHECK ({})"
+    ).format(ident, tenant, tenant))
+
+
 def grant_app_role(conn: psycopg.Connection[Any], app_role: str) -> None:
     """Give the application role row access (and VACUUM, so compaction can run as it)."""
     role = sql.Identifier(app_role)
@@ -384,5 +412,5 @@ def grant_app_role(conn: psycopg.Connection[Any], app_role: str) -> None:
         conn.execute(sql.SQL("GRANT MAINTAIN ON {} TO {}").format(tables, role))
 
 
-__all__ = ["DEFINER_READ_TABLES", "INDEXED_DIMS", "MIGRATIONS", "REGISTERING_TABLES",
+__all__ = ["DEFINER_READ_TABLES", "INDEXED_DIMS", "KEY_TABLE", "MIGRATIONS", "REGISTERING_TABLES",
            "TENANT_TABLES", "grant_app_role", "migration"]

@@ -41,6 +41,14 @@ _SCOPE_COLS = """
     s_user TEXT, s_project TEXT, s_agent TEXT,
     scope_key TEXT NOT NULL"""
 
+#: The columns of ``api_keys`` (``memstrata.interfaces.service.keys``), the same on both engines.
+_KEY_COLS = """
+    tenant TEXT NOT NULL, id TEXT NOT NULL, secret_hash TEXT NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('agent', 'reviewer', 'admin')),
+    users TEXT, projects TEXT, agents TEXT, principal TEXT, actor TEXT NOT NULL,
+    label TEXT, rate_per_minute INTEGER, created_at TEXT NOT NULL, revoked_at TEXT,
+    PRIMARY KEY (tenant, id)"""
+
 
 @migration
 def m001_initial(conn: sqlite3.Connection) -> None:
@@ -208,6 +216,12 @@ def m003_episode_threads(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM write_guard WHERE token = 3")
     conn.execute("CREATE INDEX episodes_by_thread ON episodes (tenant, scope_key, thread, "
                  "observed_at)")
+
+
+@migration
+def m004_api_keys(conn: sqlite3.Connection) -> None:
+    """API keys of ``memstrata serve`` (the hash of each secret, never the secret)."""
+    conn.execute(f"""CREATE TABLE api_keys ({_KEY_COLS})""")
 
 
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:

@@ -1,0 +1,341 @@
+"""The REST API and the MCP endpoint of ``memstrata serve``, over real HTTP, on every backend.
+
+Every operation is called with every role; keys of one tenant never read or change another
+tenant's records (REST and MCP); the scope comes from the key, never from the body;
+revoked keys, oversized bodies and keys over their rate are refused; the request log
+carries ids and statuses, never content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from conftest import LiveServer
+from memstrata import Scope
+from memstrata.interfaces.service.keys import ROLES, role_at_least
+from memstrata.interfaces.service.operations import OPERATIONS, TOOL_ROLES
+from memstrata.interfaces.tools import TOOLS
+
+ALICE = Scope(tenant="acme", user="alice")
+PREF = {"kind": "preference", "subject": "alice", "attribute": "drink", "source": "chat:1"}
+
+
+def _seed(server: LiveServer) -> dict[str, str]:
+    """Records of alice in tenant acme: a current fact superseding another, a pending
+    agent claim, an episode, a checkpoint and a procedure."""
+    mem = server.mem
+    old = mem.facts.propose(ALICE, claim="Alice drinks coffee", actor="user", **PREF)
+    new = mem.facts.propose(ALICE, claim="Alice drinks green tea now", actor="user", **PREF)
+    pending = mem.facts.propose(ALICE, claim="Alice uses vim keybindings", kind="preference",
+                                subject="alice", attribute="editor_keys", actor="agent",
+                                source="chat:2")
+    ep = mem.episodes.append(ALICE, text="The deploy of the billing service failed",
+                             event="deploy_failed", actor="tool", source="ci:812")
+    mem.checkpoints.save(ALICE, "release", objective="ship the billing fix")
+    mem.checkpoints.save(ALICE, "release", next_action="collect the PRs")
+    mem.checkpoints.save(ALICE, "other-task", objective="a task to close")
+    mem.procedures.propose({"name": "deploy", "owner": "alice", "steps": ["build"],
+                            "cases": [{"state": {"conditions": []},
+                                       "expect": {"next_step": "build"}}]}, scope=ALICE)
+    assert old.record and new.record and pending.record and pending.status == "pending"
+    return {"old": old.record.id, "new": new.record.id, "pending": pending.record.id,
+            "episode": ep.id}
+
+
+def _bodies(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """A valid body for every operation (changing ones act on their own records)."""
+    return {
+        "get_current_task": {"task": "release"},
+        "save_checkpoint": {"task": "release", "plan": ["write notes"]},
+        "close_task": {"task": "other-task"},
+        "get_durable_records": {},
+        "search_history": {"query": "billing deploy"},
+        "recall": {"query": "what does alice drink?"},
+        "propose_memory": {"claim": "Alice likes short answers", "kind": "preference",
+                           "subject": "alice", "attribute": "answer_style",
+                           "source": "chat:3"},
+        "log_episode": {"text": "Notes were drafted", "source": "run:1"},
+        "scratch_write": {"key": "draft", "value": "v1"},
+        "scratch_read": {"key": "draft"},
+        "scratch_list": {},
+        "begin_operation": {"key": "publish:notes", "intent": "publish the notes"},
+        "complete_operation": {"key": "publish:notes", "external_ref": "post/1"},
+        "get": {"ref": f"fact:{ids['new']}"},
+        "feedback": {"ref": f"fact:{ids['new']}", "signal": "useful"},
+        "list_facts": {"status": "active"},
+        "retire_fact": {"ref": f"fact:{ids['old']}", "reason": "no longer true"},
+        "forget": {"match": "zzz-nothing-matches", "dry_run": True},
+        "whoami": {},
+        "facts_by_subject": {"subject": "alice"},
+        "fact_history": {"fact_id": ids["new"]},
+        "undo_supersede": {"fact_id": ids["new"], "reason": "the old one was right"},
+        "review_list": {},
+        "review_approve": {"fact_id": ids["pending"], "claim": "Alice uses vim keys"},
+        "review_reject": {"fact_id": ids["pending"], "reason": "not what she said"},
+        "context": {"task": "release"},
+        "browse_episodes": {"since": "2000-01-01"},
+        "checkpoint_versions": {"task": "release"},
+        "list_tasks": {},
+        "list_operations": {},
+        "forget_preview": {"match": "billing"},
+        "list_procedures": {},
+        "activate_procedure": {"name": "deploy", "version": 1},
+        "export": {},
+        "list_keys": {},
+        "create_key": {"role": "agent", "users": ["alice"], "label": "ci"},
+        "revoke_key": {"key_id": "01aaaaaaaaaaaaaaaaaaaaaaaa"},
+    }
+
+
+#: Operations whose valid body above answers something else than 200 by design.
+EXPECTED = {"revoke_key": 404}
+
+
+def test_every_operation_answers_for_an_admin(served: LiveServer) -> None:
+    ids = _seed(served)
+    bodies = _bodies(ids)
+    assert set(bodies) == {op.name for op in OPERATIONS}
+    # the ones that change the seeded facts run last, in this order
+    last = ("undo_supersede", "retire_fact", "review_reject")
+    order = sorted(OPERATIONS, key=lambda op: last.index(op.name) + 1 if op.name in last else 0)
+    with served.client(served.key("acme", role="admin", users=["alice"])) as http:
+        for op in order:
+            res = http.post(op.path, json=bodies[op.name])
+            want = EXPECTED.get(op.name, 200)
+            if op.name == "review_reject":
+                want = 409  # approved just before: no longer pending
+            assert res.status_code == want, (op.name, res.text)
+            assert res.headers["x-request-id"]
+    mem = served.mem
+    approved = mem.facts.get(ids["pending"], ALICE)
+    assert approved.status == "active" and approved.claim == "Alice uses vim keys"
+    # the undo made the coffee fact current again, then it was retired
+    assert mem.facts.get(ids["new"], ALICE).status == "retired"
+    assert mem.facts.get(ids["old"], ALICE).status == "retired"
+    assert [h.claim for h in mem.facts.history(ids["old"], ALICE)] == ["Alice drinks coffee"]
+
+
+def test_each_role_may_call_exactly_its_operations(served: LiveServer) -> None:
+    ids = _seed(served)
+    bodies = _bodies(ids)
+    tokens = {role: served.key("acme", role=role, users=["alice"]) for role in ROLES}
+    for role, token in tokens.items():
+        with served.client(token) as http:
+            for op in OPERATIONS:
+                if role_at_least(role, op.role):
+                    continue
+                res = http.post(op.path, json=bodies[op.name])
+                assert res.status_code == 403, (role, op.name, res.text)
+                assert res.json()["type"] == "AccessDenied"
+    # what an agent may not do changed nothing
+    assert served.mem.facts.get(ids["new"], ALICE).status == "active"
+    assert served.mem.facts.get(ids["pending"], ALICE).status == "pending_review"
+    assert {op.role for op in OPERATIONS} == set(ROLES)
+    assert {t.name for t in TOOLS if TOOL_ROLES.get(t.name, "agent") != "agent"} == {
+        "retire_fact", "forget"}
+
+
+def test_a_key_of_one_tenant_never_reaches_another(served: LiveServer) -> None:
+    ids = _seed(served)
+    globex = served.key("globex", role="admin", users=["alice"])
+    with served.client(globex) as http:
+        assert http.post("/v1/recall", json={"query": "alice drinks tea"}).json()["items"] == []
+        assert http.post("/v1/review/list").json()["items"] == []
+        for path, body in (("/v1/get", {"ref": f"fact:{ids['new']}"}),
+                           ("/v1/get", {"ref": f"episode:{ids['episode']}"}),
+                           ("/v1/facts/history", {"fact_id": ids["new"]}),
+                           ("/v1/review/approve", {"fact_id": ids["pending"]}),
+                           ("/v1/review/reject", {"fact_id": ids["pending"], "reason": "x"}),
+                           ("/v1/facts/retire", {"ref": f"fact:{ids['new']}", "reason": "x"}),
+                           ("/v1/facts/undo-supersede", {"fact_id": ids["new"],
+                                                         "reason": "x"}),
+                           ("/v1/feedback", {"ref": f"fact:{ids['new']}",
+                                             "signal": "contradicted"})):
+            res = http.post(path, json=body)
+            assert res.status_code == 404, (path, res.text)
+        res = http.post("/v1/forget/preview", json={"match": "billing"})
+        assert res.json()["total"] == 0
+        res = http.post("/v1/forget", json={"match": "billing"})
+        assert res.status_code == 200 and res.json()["total"] == 0
+        # naming the other tenant, in a header or in the body, is refused
+        res = http.post("/v1/recall", json={"query": "tea"}, headers={
+            "X-Memstrata-Tenant": "acme"})
+        assert res.status_code == 403 and "tenant" in res.json()["error"]
+        res = http.post("/v1/facts/propose", json={**_bodies(ids)["propose_memory"],
+                                                   "tenant": "acme"})
+        assert res.status_code == 403 and res.json()["type"] == "AccessDenied"
+    mem = served.mem
+    assert mem.facts.get(ids["new"], ALICE).status == "active"
+    assert mem.facts.get(ids["pending"], ALICE).status == "pending_review"
+    assert mem.episodes.get(ids["episode"], ALICE).text.startswith("The deploy")
+
+
+def test_the_scope_is_the_keys_and_headers_only_narrow_it(served: LiveServer) -> None:
+    ids = _seed(served)
+    alice_key = served.key("acme", role="reviewer", users=["alice"])
+    team_key = served.key("acme", role="agent", users=["alice", "bob"])
+    with served.client(alice_key) as http:
+        res = http.post("/v1/review/list", headers={"X-Memstrata-User": "bob"})
+        assert res.status_code == 403 and "bob" in res.json()["error"]
+        res = http.post("/v1/facts/propose", json={**_bodies(ids)["propose_memory"],
+                                                   "user": "bob"})
+        assert res.status_code == 403
+        assert http.post("/v1/review/list").json()["count"] == 1
+    with served.client(team_key) as http:
+        res = http.post("/v1/recall", json={"query": "tea"})
+        assert res.status_code == 403 and "name one" in res.json()["error"]
+        res = http.post("/v1/facts/propose", json=_bodies(ids)["propose_memory"],
+                        headers={"X-Memstrata-User": "bob"})
+        assert res.status_code == 200 and res.json()["status"] == "pending"
+        res = http.post("/v1/recall", json={"query": "what does alice drink"},
+                        headers={"X-Memstrata-User": "bob"})
+        assert all("drink" not in i["excerpt"] for i in res.json()["items"])
+    bob = served.mem.facts.list(Scope(tenant="acme", user="bob"), status="pending_review")
+    assert [f.scope.user for f in bob] == ["bob"]
+
+
+def test_restricted_records_need_the_reviewer_to_be_a_reader(served: LiveServer) -> None:
+    res = served.mem.facts.propose(ALICE, claim="Alice's salary review is in March",
+                                   kind="system_fact", subject="alice", attribute="salary",
+                                   actor="agent", source="hr:1", readers=["rita"])
+    assert res.record is not None and res.status == "pending"
+    rita = served.key("acme", role="reviewer", users=["alice"], principal="rita")
+    other = served.key("acme", role="reviewer", users=["alice"], principal="otto")
+    with served.client(other) as http:
+        assert http.post("/v1/review/list").json()["items"] == []
+        res2 = http.post("/v1/review/approve", json={"fact_id": res.record.id})
+        assert res2.status_code == 404
+    with served.client(rita) as http:
+        items = http.post("/v1/review/list").json()["items"]
+        assert [i["id"] for i in items] == [res.record.id]
+        assert items[0]["why"]
+        assert http.post("/v1/review/approve",
+                         json={"fact_id": res.record.id}).json()["status"] == "committed"
+
+
+def test_revoked_unknown_and_missing_keys_are_refused(served: LiveServer) -> None:
+    key, token = served.keys.create("acme", role="agent", users=["alice"])
+    with served.client(token) as http:
+        assert http.post("/v1/whoami").status_code == 200
+        served.keys.revoke("acme", key.id)
+        res = http.post("/v1/whoami")
+        assert res.status_code == 401 and res.headers["www-authenticate"] == "Bearer"
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    for bad in (forged, "msk.x.y.z", "not-a-key", token.replace("msk.", "msk.Z")):
+        with served.client(bad) as http:
+            res = http.post("/v1/whoami")
+            assert res.status_code == 401, bad
+            assert res.json()["error"] == "the API key is unknown, malformed or revoked"
+    assert httpx.post(f"{served.url}/v1/whoami").status_code == 401
+    assert httpx.get(f"{served.url}/healthz").json() == {"ok": True}
+
+
+def test_bodies_over_the_limit_are_refused_before_they_are_read(served: LiveServer) -> None:
+    token = served.key("acme", role="agent", users=["alice"])
+    before = served.mem.facts.list(ALICE)
+    big = {"claim": "x" * 300_000, "kind": "preference", "subject": "alice",
+           "attribute": "a", "source": "s"}
+    with served.client(token) as http:
+        res = http.post("/v1/facts/propose", json=big)
+        assert res.status_code == 413 and res.json()["request_id"]
+
+        def chunks() -> Any:  # no Content-Length: the limit applies to what arrives
+            for _ in range(40):
+                yield b"x" * 10_000
+
+        res = http.post("/v1/facts/propose", content=chunks())
+        assert res.status_code == 413
+        assert http.post("/v1/facts/propose", content=b"{not json").status_code == 422
+        assert http.post("/v1/facts/propose", json=[1, 2]).status_code == 422
+    assert served.mem.facts.list(ALICE) == before
+
+
+def test_a_key_over_its_rate_waits(served: LiveServer) -> None:
+    token = served.key("acme", role="agent", users=["alice"], rate_per_minute=3)
+    with served.client(token) as http:
+        codes = [http.post("/v1/whoami").status_code for _ in range(5)]
+        assert codes[:3] == [200, 200, 200] and codes[3:] == [429, 429]
+        res = http.post("/v1/whoami")
+        assert int(res.headers["retry-after"]) >= 1 and res.json()["type"] == "RateLimited"
+    with served.client(served.key("acme", role="agent", users=["alice"])) as http:
+        assert http.post("/v1/whoami").status_code == 200  # another key has its own bucket
+
+
+def test_the_request_log_has_ids_and_never_content(served: LiveServer,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    token = served.key("acme", role="agent", users=["alice"])
+    with caplog.at_level(logging.INFO, logger="memstrata.service"), served.client(token) as http:
+        res = http.post("/v1/facts/propose", json={
+            "claim": "Alice's door code is 4417", "kind": "preference", "subject": "alice",
+            "attribute": "door", "source": "chat:9"})
+        rid = res.headers["x-request-id"]
+    lines = [json.loads(r.getMessage()) for r in caplog.records
+             if r.name == "memstrata.service"]
+    mine = [line for line in lines if line["request_id"] == rid]
+    assert len(mine) == 1
+    assert mine[0]["status"] == 200 and mine[0]["path"] == "/v1/facts/propose"
+    assert mine[0]["tenant"] == "acme" and mine[0]["role"] == "agent" and mine[0]["key"]
+    text = caplog.text
+    assert "4417" not in text and "door code" not in text and token not in text
+
+
+def test_openapi_document_lists_every_operation(served: LiveServer) -> None:
+    spec = httpx.get(f"{served.url}/openapi.json").json()
+    assert spec["openapi"].startswith("3.1")
+    assert {p for p in spec["paths"]} == {op.path for op in OPERATIONS}
+    propose = spec["paths"]["/v1/facts/propose"]["post"]
+    body = propose["requestBody"]["content"]["application/json"]["schema"]
+    assert body["additionalProperties"] is False and "claim" in body["required"]
+    assert propose["x-memstrata-role"] == "agent"
+
+
+# -- the MCP endpoint -----------------------------------------------------------
+
+async def _mcp(server: LiveServer, token: str, calls: list[tuple[str, dict[str, Any]]]
+               ) -> tuple[list[str], list[dict[str, Any]]]:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(f"{server.url}/mcp", http_client=http),
+                            read_timeout_seconds=60) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        results = []
+        for name, args in calls:
+            res = await client.call_tool(name, args)
+            results.append(dict(res.structured_content or {}))
+        return names, results
+
+
+def test_the_mcp_endpoint_acts_in_the_keys_scope(served: LiveServer) -> None:
+    ids = _seed(served)
+    agent = served.key("acme", role="agent", users=["alice"])
+    names, results = asyncio.run(_mcp(served, agent, [
+        ("recall", {"query": "what does alice drink?"}),
+        ("forget", {"match": "billing"}),
+        ("scratch_write", {"key": "k", "value": "v"}),
+        ("scratch_read", {"key": "k"}),
+    ]))
+    assert "forget" not in names and "retire_fact" not in names and "recall" in names
+    assert any("green tea" in i["excerpt"] for i in results[0]["items"])
+    assert results[1]["type"] == "AccessDenied"
+    assert results[3]["value"] == "v"
+    globex = served.key("globex", role="admin", users=["alice"])
+    names, results = asyncio.run(_mcp(served, globex, [
+        ("recall", {"query": "what does alice drink?"}),
+        ("get", {"ref": f"fact:{ids['new']}"}),
+        ("forget", {"match": "billing"}),
+    ]))
+    assert "forget" in names
+    assert results[0]["items"] == [] and results[1]["type"] == "NotFound"
+    assert results[2]["total"] == 0
+    assert served.mem.episodes.get(ids["episode"], ALICE).event == "deploy_failed"
+    res = httpx.post(f"{served.url}/mcp", json={"jsonrpc": "2.0", "id": 1,
+                                                "method": "tools/list"})
+    assert res.status_code == 401
