@@ -1,6 +1,7 @@
 # memstrata — the two front-door commands:
 #   make demo   set everything up and run the scripted multi-session demo on the embedded store
-#   make test   set everything up (incl. Redis from Debian if missing) and run the whole suite
+#   make test   set everything up (incl. Redis and Chromium from Debian if missing) and run the
+#               whole suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -22,14 +23,17 @@ install: $(STAMP)
 demo: install
 	MEMSTRATA_HOME=$${MEMSTRATA_HOME:-$(CURDIR)/.demo-home} $(BIN)/memstrata demo
 
-# Redis for the scratch-backend tests comes from Debian's packages.
+# Redis for the scratch-backend tests and Chromium + ChromeDriver for the inspector's browser
+# tests come from Debian's packages.
+DEBIAN_PKGS := redis-server:redis-server chromium:chromium chromedriver:chromium-driver
 services:
-	@command -v redis-server >/dev/null || { \
-	  echo "installing redis-server (Debian)"; \
+	@missing=""; for pair in $(DEBIAN_PKGS); do cmd=$${pair%%:*}; pkg=$${pair#*:}; \
+	  command -v $$cmd >/dev/null || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then echo "installing$$missing (Debian)"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-	    apt-get install -y -qq --no-install-recommends redis-server >/dev/null; \
+	    apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive \
-	    apt-get install -y -qq --no-install-recommends redis-server >/dev/null; fi; }
+	    apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; fi
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks examples

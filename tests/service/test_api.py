@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -339,3 +340,27 @@ def test_the_mcp_endpoint_acts_in_the_keys_scope(served: LiveServer) -> None:
     res = httpx.post(f"{served.url}/mcp", json={"jsonrpc": "2.0", "id": 1,
                                                 "method": "tools/list"})
     assert res.status_code == 401
+
+
+def test_keys_are_stored_hashed_and_private_to_their_tenant(served: LiveServer, backend: str,
+                                                            store_url: str) -> None:
+    acme = served.key("acme", role="admin", users=["alice"])
+    served.key("globex", role="admin")
+    secret = acme.split(".")[-1]
+    if backend == "sqlite":
+        raw = served.mem.db.url.removeprefix("sqlite:///")
+        blob = b"".join(p.read_bytes() for p in Path(raw).parent.glob("memory.db*"))
+        assert secret.encode() not in blob
+        return
+    import psycopg
+
+    with psycopg.connect(store_url) as conn:  # the application role, as the server runs
+        assert conn.execute("SELECT count(*) FROM api_keys").fetchone() == (0,)
+        conn.execute("SELECT set_config('app.tenant', 'acme', false)")
+        rows = conn.execute("SELECT tenant, secret_hash FROM api_keys").fetchall()
+        assert [r[0] for r in rows] == ["acme"] and secret not in rows[0][1]
+        assert conn.execute("UPDATE api_keys SET role = 'admin' WHERE tenant = 'globex'"
+                            ).rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO api_keys (tenant, id, secret_hash, role, actor, "
+                         "created_at) VALUES ('globex', 'x', 'h', 'admin', 'user', now())")
