@@ -56,7 +56,7 @@ from ..arguments import (
     ToolArgs,
 )
 from ..errors import MemstrataError, ValidationError
-from ..models import Checkpoint, Fact, Hit, Scope, make_scope
+from ..models import Checkpoint, Fact, Hit, Scope, WriteResult, make_scope
 from .tool_results import RESULT_SCHEMAS
 
 if TYPE_CHECKING:
@@ -191,10 +191,9 @@ def _recall(d: ToolDispatcher, a: RecallArgs) -> dict[str, Any]:
             "empty_reason": res.empty_reason}
 
 
-def _propose_memory(d: ToolDispatcher, a: ProposeMemoryArgs) -> dict[str, Any]:
-    res = d.mem.facts.propose(d.scope, claim=a.claim, kind=a.kind, subject=a.subject,
-                              attribute=a.attribute, actor=d.actor, source=a.source,
-                              confidence=a.confidence, evidence=a.evidence, tier="standard")
+def write_receipt(res: WriteResult) -> dict[str, Any]:
+    """What a write through the policy returns to its caller: status, reason, the record's
+    reference, what it superseded and the detectors that fired (never the content)."""
     out: dict[str, Any] = {"status": res.status, "reason": res.reason}
     if res.record is not None:
         out["ref"] = res.record.ref
@@ -202,6 +201,14 @@ def _propose_memory(d: ToolDispatcher, a: ProposeMemoryArgs) -> dict[str, Any]:
         out["superseded"] = res.superseded.ref
     if res.detectors:
         out["detectors"] = list(res.detectors)
+    return out
+
+
+def _propose_memory(d: ToolDispatcher, a: ProposeMemoryArgs) -> dict[str, Any]:
+    res = d.mem.facts.propose(d.scope, claim=a.claim, kind=a.kind, subject=a.subject,
+                              attribute=a.attribute, actor=d.actor, source=a.source,
+                              confidence=a.confidence, evidence=a.evidence, tier="standard")
+    out = write_receipt(res)
     if res.status == "pending" and res.record is not None:
         out["next"] = (f"it waits for a person: until approved it is not recalled or listed as "
                        f"current. Tell your user; they approve it with `memstrata review "
@@ -600,5 +607,7 @@ __all__ = [
     "openai_responses_tools",
     "openai_tools",
     "strict_schema",
+    "tidy_schema",
     "tool_definitions",
+    "write_receipt",
 ]

@@ -5,14 +5,12 @@ Contract:
   ``POST /login``, ``/logout``, ``/review`` (+ ``/review/approve``, ``/review/reject``,
   ``/review/bulk``), ``/facts`` and ``/facts/{id}`` (+ ``POST /facts/{id}/undo``),
   ``/episodes``, ``/context`` and ``/forget`` (``GET``: preview, ``POST``: delete).
-- Every page and form action is authenticated by
-  :meth:`~memstrata.interfaces.service.app.Service.authenticate` (the ``memstrata_key`` cookie, or a
-  bearer header) and runs REST operations only, through
-  :meth:`~memstrata.interfaces.service.app.Service.invoke` with the
-  :data:`~memstrata.interfaces.service.operations.OPERATIONS_BY_PATH` entry: the role, scope and
-  principal checks are exactly the API's, so a page never shows a record its key may not
-  read and a form never does what the key may not do (the API's error is shown instead,
-  with its status).
+- Every page and form action is authenticated by :meth:`.core.Service.authenticate` (the
+  ``memstrata_key`` cookie, or a bearer header) and runs REST operations only, through
+  :meth:`.core.Service.invoke` with the :data:`.operations.OPERATIONS_BY_PATH` entry: the
+  role, scope and principal checks are exactly the API's, so a page never shows a record
+  its key may not read and a form never does what the key may not do (the API's error is
+  shown instead, with its status).
 - The scope is chosen with the ``user`` / ``project`` / ``agent`` query parameters, read as
   the ``X-Memstrata-*`` headers are (within what the key allows); links and forms carry
   them on.
@@ -24,7 +22,7 @@ Contract:
   by the API is shown on the forget page with the API's status.
 - Pages carry no script: a Content-Security-Policy allows none, framing is refused and
   nothing is cached (``no-store``). Everything shown is HTML-escaped
-  (:mod:`memstrata.interfaces.service.inspector_pages`).
+  (:mod:`.inspector_pages`).
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ from urllib.parse import parse_qs, quote, urlencode
 from ...errors import MemstrataError, Unauthenticated
 from ..tools import error_result
 from . import inspector_pages as pages
-from .core import COOKIE, status_of
+from .core import COOKIE, read_body, status_of
 from .operations import OPERATIONS_BY_PATH, Call
 
 if TYPE_CHECKING:
@@ -158,10 +156,11 @@ class Inspector:
                            flash=request.query_params.get("flash") or None,
                            level="error" if level == "error" else "ok")
 
-    @staticmethod
-    async def _form(request: Request) -> Form:
-        raw = await request.body()
-        return parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
+    async def _form(self, request: Request) -> Form:
+        """The posted form (an oversized one, past the server's body limit, reads empty and
+        so changes nothing)."""
+        raw = await read_body(request, self.service.config.max_body)
+        return parse_qs((raw or b"").decode("utf-8", "replace"), keep_blank_values=True)
 
     @staticmethod
     def _back(request: Request, path: str, flash: str, ok: bool) -> Response:

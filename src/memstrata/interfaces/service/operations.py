@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ...arguments import ToolArgs
 from ...errors import ValidationError
 from ...models import Fact, Scope
-from ..tools import TOOLS, TOOLS_BY_NAME, ToolDispatcher
+from ..tools import TOOLS, TOOLS_BY_NAME, ToolDispatcher, write_receipt
 from . import requests as rq
 from .keys import ApiKey, KeyStore, Role, role_at_least
 
@@ -158,16 +158,8 @@ def _review_list(c: Call, a: rq.ReviewListArgs) -> dict[str, Any]:
 
 
 def _review_approve(c: Call, a: rq.ReviewApproveArgs) -> dict[str, Any]:
-    res = c.mem.review.approve(_fact_id(a.fact_id), by=c.person, claim=a.claim,
-                               scope=c.scope, principal=c.principal)
-    out: dict[str, Any] = {"status": res.status, "reason": res.reason}
-    if res.record is not None:
-        out["ref"] = res.record.ref
-    if res.superseded is not None:
-        out["superseded"] = res.superseded.ref
-    if res.detectors:
-        out["detectors"] = list(res.detectors)
-    return out
+    return write_receipt(c.mem.review.approve(_fact_id(a.fact_id), by=c.person, claim=a.claim,
+                                              scope=c.scope, principal=c.principal))
 
 
 def _review_reject(c: Call, a: rq.ReviewRejectArgs) -> dict[str, Any]:
