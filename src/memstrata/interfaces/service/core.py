@@ -41,7 +41,7 @@ from ...errors import (
 from ...inputs import check_name
 from ..tools import SCOPE_WORDS, error_result
 from .keys import ApiKey, KeyStore
-from .operations import Call, Operation
+from .operations import Call, Endpoint
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -146,7 +146,7 @@ class Service:
                     task=task)
 
     # -- operations -------------------------------------------------------
-    async def invoke(self, call: Call, op: Operation, body: Any) -> tuple[int, dict[str, Any]]:
+    async def invoke(self, call: Call, op: Endpoint, body: Any) -> tuple[int, dict[str, Any]]:
         """Run ``op`` for ``call`` with a decoded JSON body; (status, result)."""
         if not call.key.may(op.role):
             return 403, {"error": f"{op.name} needs the {op.role} role; this key is "
@@ -172,7 +172,7 @@ class Service:
         return 200, result
 
 
-def _argument_problem(op: Operation, exc: pydantic.ValidationError) -> dict[str, Any]:
+def _argument_problem(op: Endpoint, exc: pydantic.ValidationError) -> dict[str, Any]:
     problems = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "body"

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...version import __version__
 from ..tools import tidy_schema
-from .operations import OPERATIONS, Operation
+from .operations import OPERATIONS, Endpoint
 from .requests import ERROR
 
 _ERRORS = {"401": "no valid API key", "403": "the key's role or scope forbids it",
@@ -28,12 +28,12 @@ def _error_response(why: str) -> dict[str, Any]:
         "schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
-def _body_schema(op: Operation) -> dict[str, Any]:
+def _body_schema(op: Endpoint) -> dict[str, Any]:
     schema: dict[str, Any] = tidy_schema(op.args.model_json_schema())
     return schema
 
 
-def _operation(op: Operation) -> dict[str, Any]:
+def _operation(op: Endpoint) -> dict[str, Any]:
     return {
         "operationId": op.name, "summary": op.summary.split(". ")[0][:120],
         "description": f"{op.summary}\n\nNeeds the `{op.role}` role."

@@ -87,7 +87,7 @@ Handler = Callable[[Call, Any], dict[str, Any]]
 
 
 @dataclass(frozen=True)
-class Operation:
+class Endpoint:
     """One REST operation."""
 
     name: str
@@ -255,24 +255,24 @@ def _keys_revoke(c: Call, a: rq.RevokeKeyArgs) -> dict[str, Any]:
     return {"key": c.keys.revoke(c.key.tenant, a.key_id).summary()}
 
 
-def _tool_operation(name: str) -> Operation:
+def _tool_operation(name: str) -> Endpoint:
     tool = TOOLS_BY_NAME[name]
 
     def run(c: Call, a: Any) -> dict[str, Any]:
         return tool.handler(c.dispatcher, a)
 
-    return Operation(name=name, path=f"/v1/{TOOL_PATHS[name]}", summary=tool.description,
+    return Endpoint(name=name, path=f"/v1/{TOOL_PATHS[name]}", summary=tool.description,
                      args=tool.args, handler=run, result=tool.output_schema(),
                      role=TOOL_ROLES.get(name, "agent"), read_only=tool.read_only, tool=name)
 
 
 def _op(name: str, path: str, summary: str, args: type[ToolArgs], handler: Handler,
-        result: dict[str, Any], role: Role = "agent", *, read_only: bool = False) -> Operation:
-    return Operation(name=name, path=f"/v1/{path}", summary=summary, args=args,
+        result: dict[str, Any], role: Role = "agent", *, read_only: bool = False) -> Endpoint:
+    return Endpoint(name=name, path=f"/v1/{path}", summary=summary, args=args,
                      handler=handler, result=result, role=role, read_only=read_only)
 
 
-OPERATIONS: tuple[Operation, ...] = (
+OPERATIONS: tuple[Endpoint, ...] = (
     *(_tool_operation(t.name) for t in TOOLS),
     _op("whoami", "whoami", "The key's tenant, role, scope and the operations it may call.",
         rq.WhoamiArgs, _whoami, rq.WHOAMI_RESULT, read_only=True),
@@ -326,7 +326,7 @@ OPERATIONS: tuple[Operation, ...] = (
         rq.RevokeKeyArgs, _keys_revoke, rq.REVOKED_KEY_RESULT, "admin"),
 )
 
-OPERATIONS_BY_PATH: dict[str, Operation] = {op.path: op for op in OPERATIONS}
+OPERATIONS_BY_PATH: dict[str, Endpoint] = {op.path: op for op in OPERATIONS}
 
 __all__ = ["OPERATIONS", "OPERATIONS_BY_PATH", "TOOL_PATHS", "TOOL_ROLES", "Call",
-           "Operation", "fact_detail", "tools_for"]
+           "Endpoint", "fact_detail", "tools_for"]
