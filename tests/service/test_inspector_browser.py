@@ -28,7 +28,7 @@ import pytest
 
 from memstrata import Memory, Scope
 from memstrata.interfaces.service.core import COOKIE
-from services import on_ci
+from services import ServiceUnavailable, _unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "screenshots"
@@ -99,11 +99,8 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     except ImportError:
         missing.append("selenium")
     if missing:
-        message = f"the browser tests need {', '.join(missing)} (Debian: chromium, " \
-                  "chromium-driver; pip: selenium)"
-        if on_ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        _unavailable(ServiceUnavailable(f"the browser tests need {', '.join(missing)} "
+                                        "(Debian: chromium, chromium-driver; pip: selenium)"))
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--disable-background-networking", "--disable-component-update",

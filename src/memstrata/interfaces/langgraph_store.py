@@ -171,6 +171,11 @@ def _render(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _not_json(key: str, exc: Exception) -> ValidationError:
+    return ValidationError(f"the value of {key!r} is not JSON: {exc}",
+                           hint="store JSON types only (str, number, bool, None, list, dict)")
+
+
 def _strings(value: Any) -> list[str]:
     """Every string of a JSON value, keys included (what the secret scan reads)."""
     if isinstance(value, str):
@@ -420,12 +425,6 @@ class MemstrataStore(BaseStore):
                                 or ttl <= 0):
             raise ValidationError("ttl must be a positive number of minutes or None")
         value = dict(op.value)
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"the value of {key!r} is not JSON: {exc}",
-                                  hint="store JSON types only (str, number, bool, None, "
-                                       "list, dict)") from None
         leaked = sorted({f.detector for text in _strings(value) for f in scan(text).secrets})
         if leaked:
             raise PolicyRejected(
@@ -436,14 +435,20 @@ class MemstrataStore(BaseStore):
         now = self.mem.clock.now()
         env = {"lg": 1, "ns": list(namespace), "key": key, "value": value,
                "created_at": old["created_at"] if old else now.isoformat(), "ttl": ttl}
-        claim, indexed = self._claim(value, key, op.index)
+        try:
+            claim, indexed = self._claim(value, key, op.index)
+        except TypeError as exc:  # a leaf json cannot render
+            raise _not_json(key, exc) from None
         env["indexed"] = indexed
         if old is not None and old["value"] == value and old.get("ttl") == ttl and \
                 old.get("indexed", True) == indexed:
             assert current is not None
             self._refresh(scope, [(current, old)], True)
             return
-        evidence = json.dumps(env, ensure_ascii=False, sort_keys=True)
+        try:  # the one serialisation of the item, which is also its JSON check
+            evidence = json.dumps(env, ensure_ascii=False, sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            raise _not_json(key, exc) from None
         if len(evidence) > MAX_TEXT:
             raise ValidationError(
                 f"the item {key!r} is {len(evidence)} characters as JSON; a memstrata item "

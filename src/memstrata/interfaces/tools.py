@@ -540,6 +540,10 @@ class ToolDispatcher:
 
     @property
     def run_id(self) -> str:
+        """The run's id; a given ``run_id`` is answered without opening the run (only
+        scratch and ledger calls need it open)."""
+        if self._run is None and self._run_id is not None:
+            return self._run_id
         return self.run.run_id
 
     @property

@@ -274,13 +274,17 @@ class Facts(FactReads):
         """Move ``expires_at`` of active facts of exactly ``scope`` to the given times (a
         time-to-live refreshed on read); returns how many changed."""
         scope = make_scope(scope)
+        by_time: dict[datetime, builtins.list[str]] = {}
+        for fid, when in until.items():  # one UPDATE per distinct time (usually one)
+            by_time.setdefault(when, []).append(record_id_arg(fid, "fact"))
         changed = 0
         where, params = exact_sql(scope)
         with self._db.transaction(scope.tenant) as tx:
-            for fid, when in until.items():
-                changed += tx.execute(
-                    f"UPDATE facts AS r SET expires_at = ? WHERE {where} AND r.id = ? AND "
-                    "r.status = 'active'", (when, *params, record_id_arg(fid, "fact")))
+            for when, ids in by_time.items():
+                for part in chunks(ids):
+                    changed += tx.execute(
+                        f"UPDATE facts AS r SET expires_at = ? WHERE {where} AND r.id IN "
+                        f"({marks(part)}) AND r.status = 'active'", (when, *params, *part))
         return changed
 
     def undo_supersede(self, fact_id: str, *, reason: str,

@@ -27,7 +27,8 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -125,6 +126,23 @@ def _one(form: Form, name: str) -> str | None:
     return value or None
 
 
+Page = Callable[["Inspector", "Request", Call], Awaitable["Response"]]
+
+
+def _signed_in(page: Page) -> Callable[[Inspector, Request], Awaitable[Response]]:
+    """A route handler that runs ``page`` with the request's call, or answers the refusal
+    (:meth:`Inspector._call`) without running it."""
+
+    @functools.wraps(page)
+    async def handler(self: Inspector, request: Request) -> Response:
+        call = self._call(request)
+        if not isinstance(call, Call):
+            return call
+        return await page(self, request, call)
+
+    return handler
+
+
 class Inspector:
     """The handlers of the inspector's routes, over one :class:`Service`."""
 
@@ -191,17 +209,13 @@ class Inspector:
         return response
 
     # -- review -----------------------------------------------------------------------
-    async def review(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def review(self, request: Request, call: Call) -> Response:
         status, result = await self._run(call, REVIEW_LIST, {"limit": 500})
         return _html(pages.review_page(await self._frame(request, call), result), status)
 
-    async def approve(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def approve(self, request: Request, call: Call) -> Response:
         form = await self._form(request)
         fact_id, claim = _one(form, "fact_id"), _one(form, "claim")
         if claim is not None and claim == _one(form, "original"):
@@ -218,10 +232,8 @@ class Inspector:
         verb = "edited and approved" if claim is not None else "approved"
         return f"{verb} fact:{fact_id}: {result.get('status')} ({result.get('reason')})"
 
-    async def reject(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def reject(self, request: Request, call: Call) -> Response:
         form = await self._form(request)
         fact_id = _one(form, "fact_id")
         status, result = await self._run(call, REJECT, {"fact_id": fact_id,
@@ -230,10 +242,8 @@ class Inspector:
                 else f"rejecting fact:{fact_id} failed: {_said(result)}")
         return self._back(request, "/review", said, status == 200)
 
-    async def bulk(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def bulk(self, request: Request, call: Call) -> Response:
         form = await self._form(request)
         ids = [i.strip() for i in form.get("fact_id", []) if i.strip()]
         action, reason = _one(form, "action"), _one(form, "reason")
@@ -258,10 +268,8 @@ class Inspector:
         return self._back(request, "/review", said, not failed)
 
     # -- facts ------------------------------------------------------------------------
-    async def facts(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def facts(self, request: Request, call: Call) -> Response:
         subject = request.query_params.get("subject", "").strip() or None
         status_q = request.query_params.get("status", "").strip() or None
         if subject is not None:
@@ -273,19 +281,15 @@ class Inspector:
         frame = await self._frame(request, call)
         return _html(pages.facts_page(frame, subject, status_q, result), status)
 
-    async def timeline(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def timeline(self, request: Request, call: Call) -> Response:
         fact_id = str(request.path_params["fact_id"]).removeprefix("fact:")
         status, result = await self._run(call, HISTORY, {"fact_id": fact_id})
         frame = await self._frame(request, call)
         return _html(pages.timeline_page(frame, fact_id, result), status)
 
-    async def undo(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def undo(self, request: Request, call: Call) -> Response:
         fact_id = str(request.path_params["fact_id"]).removeprefix("fact:")
         form = await self._form(request)
         status, result = await self._run(call, UNDO, {"fact_id": fact_id,
@@ -300,20 +304,16 @@ class Inspector:
                           f"is {result.get('status')} again", True)
 
     # -- episodes, context ------------------------------------------------------------
-    async def episodes(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def episodes(self, request: Request, call: Call) -> Response:
         filters = {k: request.query_params.get(k, "").strip() or None
                    for k in ("thread", "since", "until")}
         status, result = await self._run(call, BROWSE, {**filters, "limit": 500})
         frame = await self._frame(request, call)
         return _html(pages.episodes_page(frame, filters, result), status)
 
-    async def context(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def context(self, request: Request, call: Call) -> Response:
         task = request.query_params.get("task", "").strip() or None
         query = request.query_params.get("query", "").strip() or None
         body: dict[str, Any] = {"task": task, "query": query}
@@ -325,10 +325,8 @@ class Inspector:
         return _html(pages.context_page(frame, task, query, result), status)
 
     # -- forget -----------------------------------------------------------------------
-    async def forget(self, request: Request) -> Response:
-        call = self._call(request)
-        if not isinstance(call, Call):
-            return call
+    @_signed_in
+    async def forget(self, request: Request, call: Call) -> Response:
         if request.method == "POST":
             return await self._delete(request, call)
         match = request.query_params.get("match", "").strip() or None

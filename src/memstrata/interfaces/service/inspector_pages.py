@@ -248,10 +248,8 @@ def facts_page(frame: Frame, subject: str | None, status: str | None,
         f'<td>{when(f.get("created_at"))}</td>'
         f'<td><a class="timeline" href="{frame.href("/facts/" + quote(str(f.get("id")), safe=""))}"'
         ">timeline</a></td></tr>" for f in result.get("facts") or [])
-    table = ('<table id="facts"><thead><tr><th>Claim</th><th>Subject / attribute</th>'
-             "<th>Status</th><th>Tier</th><th>Said by</th><th>Created</th><th></th></tr>"
-             f"</thead><tbody>{rows}</tbody></table>" if rows
-             else '<p id="empty">No facts.</p>')
+    table = _table("facts", ("Claim", "Subject / attribute", "Status", "Tier", "Said by",
+                             "Created", ""), rows, "No facts.")
     return layout(title, form + table, frame, "facts")
 
 
@@ -306,9 +304,8 @@ def episodes_page(frame: Frame, filters: Mapping[str, str | None],
         f'{e((ep.get("provenance") or {}).get("source"))}</td>'
         f'<td class="text">{e(ep.get("text"))}</td><td>{e(ep.get("outcome"))}</td></tr>'
         for ep in result.get("episodes") or [])
-    table = ('<table id="episodes"><thead><tr><th>Observed</th><th>Thread</th><th>Event</th>'
-             "<th>Said by</th><th>Text</th><th>Outcome</th></tr></thead>"
-             f"<tbody>{rows}</tbody></table>" if rows else '<p id="empty">No episodes.</p>')
+    table = _table("episodes", ("Observed", "Thread", "Event", "Said by", "Text", "Outcome"),
+                   rows, "No episodes.")
     return layout("Episodes", form + table, frame, "episodes")
 
 
@@ -331,8 +328,7 @@ def context_page(frame: Frame, task: str | None, query: str | None,
     body = (f'{form}<p id="tokens">{e(result.get("tokens"))} of '
             f'{e(result.get("budget_tokens"))} tokens</p>'
             f'<pre id="context-text">{e(result.get("text"))}</pre><h2>Manifest</h2>'
-            '<table id="manifest"><thead><tr><th>Ref</th><th>Layer</th><th>Included</th>'
-            f"<th>Reason</th><th>Tokens</th></tr></thead><tbody>{rows}</tbody></table>")
+            + _table("manifest", ("Ref", "Layer", "Included", "Reason", "Tokens"), rows))
     return layout("Context", body, frame, "context")
 
 
@@ -354,14 +350,23 @@ def forget_page(frame: Frame, match: str | None, subject: str | None,
                        f'<td class="count">{e(n)}</td></tr>' for layer, n in counts.items())
         hidden = "".join(f'<input type="hidden" name="{name}" value="{e(value)}">'
                          for name, value in (("match", match), ("subject", subject)) if value)
-        body += ('<h2>Would be deleted</h2><table id="forget-counts"><thead><tr><th>Layer</th>'
-                 f"<th>Records</th></tr></thead><tbody>{rows}</tbody></table>"
-                 f'<p>Total: <span id="forget-total">{e(preview.get("total"))}</span></p>'
+        body += ('<h2>Would be deleted</h2>' + _table("forget-counts", ("Layer", "Records"), rows)
+                 + f'<p>Total: <span id="forget-total">{e(preview.get("total"))}</span></p>'
                  f'<form method="post" id="delete-form" action="{frame.href("/forget")}">'
                  f'{hidden}<button type="submit" id="delete">Delete</button> '
                  '<span class="hint">deletes for real, everywhere the content lives '
                  "(needs an admin key)</span></form>")
     return layout("Forget", body, frame, "forget")
+
+
+def _table(table_id: str, headers: Iterable[str], rows: str, empty: str | None = None) -> str:
+    """A table of pre-rendered ``<tr>`` rows under escaped headers; with ``empty``, the
+    note shown instead when there are no rows."""
+    if not rows and empty is not None:
+        return f'<p id="empty">{e(empty)}</p>'
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+    return (f'<table id="{e(table_id)}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{rows}</tbody></table>")
 
 
 def _scope_inputs(frame: Frame) -> str:

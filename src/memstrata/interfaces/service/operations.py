@@ -19,7 +19,7 @@ Contract:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +65,6 @@ class Call:
     scope: Scope
     run_id: str
     task: str | None = None
-    _dispatcher: ToolDispatcher | None = field(default=None, repr=False)
 
     @property
     def principal(self) -> str | None:
