@@ -26,7 +26,7 @@ from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
 from .inputs import text_arg
 from .layers.checkpoints import Checkpoints
-from .layers.episodes import Episodes
+from .layers.episodes import Episodes, run_thread
 from .layers.facts import RETIRE_AFTER_CONTRADICTIONS, Facts
 from .layers.feedback import SIGNALS as FEEDBACK_SIGNALS
 from .layers.feedback import Feedback
@@ -314,7 +314,7 @@ class Run:
     def log(self, text: str, *, source: str, actor: str = "agent", **fields: Any) -> Episode:
         """Append an episode of this run: its thread is the run (``run:RUN_ID``) unless
         ``thread=`` names another (see :meth:`memstrata.layers.episodes.Episodes.append`)."""
-        fields.setdefault("thread", f"run:{self.run_id}")
+        fields.setdefault("thread", run_thread(self.run_id))
         return self.mem.episodes.append(self.scope, text=text, source=source, actor=actor,
                                         **fields)
 

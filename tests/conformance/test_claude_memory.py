@@ -67,3 +67,18 @@ def test_the_views_are_the_store_for_this_scope_only(mem: Memory) -> None:
     view = str(MemstrataMemoryTool(mem, ALICE).call({"command": "view",
                                                       "path": "/memories/episodic.md"}))
     assert "Alice's standup moved" in view and "Bob" not in view
+
+
+def test_editing_one_fact_line_leaves_the_tasks_checkpoints_alone(mem: Memory) -> None:
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    mem.checkpoints.save(ALICE, "release-v17", objective="Ship notes", next_action="collect PRs")
+    mem.facts.propose(ALICE, claim="Docs deploy from main", kind="system_fact", subject="docs",
+                      attribute="deploy_branch", actor="user", source="chat")
+    tool = MemstrataMemoryTool(mem, ALICE, actor="user")
+    reply = str(tool.call({"command": "str_replace", "path": "/memories/working-context.md",
+                           "old_str": "Docs deploy from main",
+                           "new_str": "Docs deploy from the release branch"}))
+    assert "docs/deploy_branch" in reply and "checkpoint" not in reply, reply
+    assert [cp.version for cp in mem.checkpoints.versions(ALICE, "release-v17")] == [1]
+    assert [f.claim for f in mem.facts.current(ALICE)] == ["Docs deploy from the release branch"]

@@ -157,6 +157,23 @@ def test_the_users_own_statement_confirms_a_pending_agent_claim(mem: Memory) -> 
     assert again.record.id == user.record.id
 
 
+def test_a_similar_pending_claim_of_another_slot_stays_in_review(vmem: Memory) -> None:
+    """The user's statement is stored, and a pending claim found only by similarity (another
+    slot) is neither closed as confirmed nor taken for the user's statement."""
+    scope = Scope(user="alice", project="docs-site")
+    agent = vmem.facts.propose(scope, claim="Alice prefers async standup updates",
+                               kind="preference", subject="alice", attribute="standup_format",
+                               actor="agent", source="chat:1")
+    assert agent.status == "pending" and agent.record is not None
+    user = vmem.facts.propose(scope, claim="Alice prefers async standup updates.",
+                              kind="preference", subject="alice", attribute="status_updates",
+                              actor="user", source="chat:2")
+    assert user.status == "committed" and user.record is not None
+    assert agent.record.id not in user.reason
+    assert vmem.facts.get(agent.record.id).status == "pending_review"
+    assert [f.id for f in vmem.review.pending(scope)] == [agent.record.id]
+
+
 def test_the_review_loop_on_the_command_line(mem: Memory, store_url: str) -> None:
     from click.testing import CliRunner
 
@@ -191,3 +208,16 @@ def test_the_review_loop_on_the_command_line(mem: Memory, store_url: str) -> Non
     assert mem.facts.get(ids[second]).status == "rejected"
     usage = runner.invoke(cli, ["review", "approve", *flags])
     assert usage.exit_code == 2
+
+
+def test_subject_groups_apply_the_readers_rule(mem: Memory) -> None:
+    scope = Scope(user="alice")
+    mem.facts.propose(scope, claim="The HR note is filed", kind="system_fact",
+                      subject="lg.hr", attribute="note", actor="user", source="hr",
+                      readers=["rita"])
+    mem.facts.propose(scope, claim="The wiki is public", kind="system_fact",
+                      subject="lg.wiki", attribute="note", actor="user", source="wiki")
+    seen = {s for _, s, _ in mem.facts.subject_groups(scope, "lg", principal="otto")}
+    assert seen == {"lg.wiki"}
+    seen = {s for _, s, _ in mem.facts.subject_groups(scope, "lg", principal="rita")}
+    assert seen == {"lg.hr", "lg.wiki"}

@@ -295,3 +295,17 @@ def test_a_secret_in_any_field_is_refused_and_ttl_none_never_expires(
     clock.advance(minutes=30)
     assert lg.get(("alice", "m"), "kept") is not None
     assert lg.get(("alice", "m"), "default") is None
+
+
+def test_a_filtered_page_reaches_past_the_newest_items(mem: Memory, clock: ManualClock) -> None:
+    """A search without a query reads only a little more than its page, and further when
+    the filter leaves too few: the old matching items are still found, newest first."""
+    store = MemstrataStore(mem)
+    for i in range(60):
+        clock.advance(seconds=1)
+        store.put(("notes",), f"k{i}", {"n": i, "kind": "old" if i < 3 else "new"})
+    found = store.search(("notes",), filter={"kind": "old"}, limit=2)
+    assert [i.value["n"] for i in found] == [2, 1]
+    assert [i.value["n"] for i in store.search(("notes",), filter={"kind": "old"},
+                                               offset=2)] == [0]
+    assert [i.value["n"] for i in store.search(("notes",), limit=3, offset=1)] == [58, 57, 56]

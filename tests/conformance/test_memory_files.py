@@ -360,3 +360,24 @@ def test_migrate_cues_are_labels_not_word_prefixes() -> None:
     assert routes == {2: "identity", 3: "identity", 4: "identity", 5: "identity",
                       6: "identity", 8: "working"}
     assert result.files.tasks[0].fields == {"next_action": "write the rollback plan"}
+
+
+def test_a_model_supersession_takes_a_cited_task_field_out_of_the_working_context() -> None:
+    """A line the model says replaces a task field removes that field even when the line
+    cites its source (the field holds the text without the citation)."""
+    from memstrata.interfaces.migrate_llm import migrate_with_llm
+    from memstrata.providers.llm import RecordedClient
+
+    recording = json.loads((DATA / "llm_recordings" / "migrate_anthropic_sort.json")
+                           .read_text("utf-8"))
+    text = (DATA / "migrate_llm" / "MEMORY.md").read_text("utf-8").replace(
+        "- next: ask QA for the test matrix", "- next: ask QA for the test matrix "
+                                              "(source: standup notes)")
+    for line in recording["body"]["content"][0]["input"]["lines"]:
+        if line["line"] == 11:
+            line["supersedes"] = 8  # shipping made the next action moot
+    result = migrate_with_llm(text, RecordedClient([recording]), today=date(2026, 3, 20))
+    working = result.files.render()[WORKING]
+    assert "ask QA for the test matrix" not in working
+    assert "- Objective: working on the 4.3 release notes instead" in working
+    assert {r.line: r.destination for r in result.routes}[8] == "superseded"

@@ -19,7 +19,8 @@ def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     c = raw(db_path)
     assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")]
-    assert names == ["m001_initial", "m002_tenants", "m003_episode_threads", "m004_api_keys"]
+    assert names == ["m001_initial", "m002_tenants", "m003_episode_threads", "m004_api_keys",
+                     "m005_drop_source_thread_index"]
     mem.close()
     Memory.open(f"sqlite:///{db_path}", embedder=None).close()  # reopen: no re-run
     assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names

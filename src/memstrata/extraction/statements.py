@@ -25,6 +25,7 @@ statement at the project instead of the user.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -193,8 +194,10 @@ _NEGATES = re.compile(r"(?:\bno longer|\bnot|n't|\bnever|\bstopped|\bquit)\s+(?:
                       re.I)
 
 
+@functools.lru_cache(maxsize=4096)
 def read(text: str) -> Statement:
-    """The :class:`Statement` a claim or sentence makes (see the module docstring)."""
+    """The :class:`Statement` a claim or sentence makes (see the module docstring); pure,
+    so a text compared with many others is read once."""
     said = body(text)
     clean = _LEADING.sub("", said)
     predicate = obj = None

@@ -49,7 +49,7 @@ from .markdown import (
     parse_identity,
     parse_working,
 )
-from .memory_files import collect
+from .memory_files import checkpoint_holds, collect
 
 if TYPE_CHECKING:
     from anthropic.types.beta import (
@@ -208,7 +208,8 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         out = []
         for t in tasks:
             fields = {k: v for k, v in t.fields.items() if v}
-            if fields:
+            if fields and not checkpoint_holds(self.mem.checkpoints.current(self.scope, t.task),
+                                               fields):
                 cp = self.mem.checkpoints.save(self.scope, t.task, by=self.source, **fields)
                 out.append(f"task {t.task}: checkpoint v{cp.version}")
         current = {(f.subject, f.attribute): f.claim

@@ -477,26 +477,40 @@ class MemstrataStore(BaseStore):
             self.mem.facts.retire(current.id, scope=scope,
                                   reason="deleted through the LangGraph store")
 
+    def _kept(self, candidates: list[Fact], prefix: tuple[str, ...],
+              wanted: dict[str, Any] | None) -> list[tuple[Fact, dict[str, Any]]]:
+        """The candidates that are items of this store under ``prefix`` matching the
+        filter, with their envelopes, in the candidates' order."""
+        keep: list[tuple[Fact, dict[str, Any]]] = []
+        for fact in candidates:
+            env = self._envelope(fact)
+            if env is None or tuple(env["ns"][:len(prefix)]) != prefix:
+                continue
+            if wanted and not all(_compare(env["value"].get(k), v) for k, v in wanted.items()):
+                continue
+            keep.append((fact, env))
+        return keep
+
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = _check_labels(op.namespace_prefix, "search prefix")
         scope, _ = self._split(prefix, partial=True)
         if op.limit < 0 or op.offset < 0:
             raise ValidationError("limit and offset must not be negative")
         _check_filter(op.filter)
-        candidates = self.mem.facts.in_namespace(scope, _prefix_subject(prefix), deeper=True,
-                                                 limit=MAX_ITEMS)
+        window = op.offset + op.limit
+        # without a query the page is the newest items: read a few more than it needs, and
+        # more only when items of other layouts or the filter thinned them out
+        fetch = MAX_ITEMS if op.query else min(MAX_ITEMS, 2 * window + 16)
+        while True:
+            candidates = self.mem.facts.in_namespace(scope, _prefix_subject(prefix),
+                                                     deeper=True, limit=fetch)
+            keep = self._kept(candidates, prefix, op.filter)
+            if op.query or len(keep) >= window or len(candidates) < fetch or \
+                    fetch == MAX_ITEMS:
+                break
+            fetch = min(MAX_ITEMS, fetch * 4)
         if len(candidates) == MAX_ITEMS:
             log.warning("search %r read the newest %d items only", prefix, MAX_ITEMS)
-        keep: list[tuple[Fact, dict[str, Any]]] = []
-        for fact in candidates:
-            env = self._envelope(fact)
-            if env is None or tuple(env["ns"][:len(prefix)]) != prefix:
-                continue
-            if op.filter and not all(_compare(env["value"].get(k), v)
-                                     for k, v in op.filter.items()):
-                continue
-            keep.append((fact, env))
-        window = op.offset + op.limit
         chosen: list[tuple[Fact, dict[str, Any], float | None]] = []
         if op.query:
             by_id = {f.id: (f, env) for f, env in keep}

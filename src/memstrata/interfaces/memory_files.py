@@ -22,14 +22,14 @@ The file format itself is :mod:`memstrata.interfaces.markdown`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, ValidationError
-from ..models import CHECKPOINT_FIELDS, Scope, make_scope
+from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
 from .markdown import (
     _LISTS,
     APPROX_FLAG,
@@ -246,13 +246,17 @@ def _import_fact(mem: Memory, scope: Scope, e: FactEntry, fname: str, tier: str,
     report.add(res.status)
 
 
+def checkpoint_holds(cp: Checkpoint | None, fields: Mapping[str, Any]) -> bool:
+    """Does the current checkpoint ``cp`` already hold these field values (an empty value
+    and a missing one alike)? Then saving them again would only add a version."""
+    return cp is not None and all((getattr(cp, n) or None) == (v or None)
+                                  for n, v in fields.items())
+
+
 def _import_task(mem: Memory, scope: Scope, t: TaskEntry, report: ImportReport) -> None:
     fields = {name: t.fields.get(name, [] if name in dict(_LISTS) else None)
               for name in CHECKPOINT_FIELDS}
-    cp = mem.checkpoints.current(scope, t.task)
-    if cp is not None and all(
-        (getattr(cp, n) or None) == (fields[n] or None) for n in CHECKPOINT_FIELDS
-    ):
+    if checkpoint_holds(mem.checkpoints.current(scope, t.task), fields):
         report.add("checkpoints_unchanged")
         return
     as_of = _day(t.updated, f"{WORKING}:{t.line}") if t.updated else None
@@ -322,5 +326,5 @@ def _key(e: Any) -> tuple[str, str, str]:
             one_line(_episode_text(e)))
 
 
-__all__ = ["ExportReport", "ImportReport", "collect", "export_markdown", "import_markdown",
-           "write_files"]
+__all__ = ["ExportReport", "ImportReport", "checkpoint_holds", "collect", "export_markdown",
+           "import_markdown", "write_files"]

@@ -187,7 +187,7 @@ def migrate_with_llm(text: str, client: LLMClient, *, name: str = "MEMORY.md",
         if isinstance(old, int) and old < n and old in sent:
             replaced.append((old, n))
     for old, n in sorted(set(replaced)):
-        _supersede(result, entries, task, old, n, sent[old][1], name)
+        _supersede(result, entries, task, holders, old, n, name)
     if task.fields:
         result.files.tasks.append(task)
     result.files.episodes.sort(key=lambda e: e.day)
@@ -202,14 +202,17 @@ def _model_date(value: Any) -> date | None:
 
 
 def _supersede(result: MigrationResult, entries: dict[int, FactEntry | EpisodeEntry],
-               task: TaskEntry, old: int, new: int, text: str, name: str) -> None:
-    """Line ``old`` is replaced by line ``new``: out of the current state, into history."""
+               task: TaskEntry, holders: dict[str, int], old: int, new: int,
+               name: str) -> None:
+    """Line ``old`` is replaced by line ``new``: out of the current state, into history
+    (a task field goes when ``old`` is still the line holding it)."""
     entry = entries.get(old)
     if isinstance(entry, FactEntry) and entry in result.files.identity:
         result.files.identity.remove(entry)
     for field_name in ("objective", "next_action"):
-        if task.fields.get(field_name) == BULLET.sub("", text).strip():
-            task.fields.pop(field_name)
+        if holders.get(field_name) == old:
+            task.fields.pop(field_name, None)
+            del holders[field_name]
     for route in result.routes:
         if route.line == old and route.destination in ("identity", "working"):
             route.destination = "superseded"

@@ -56,6 +56,7 @@ from ..arguments import (
     ToolArgs,
 )
 from ..errors import MemstrataError, ValidationError
+from ..layers.episodes import run_thread
 from ..models import Checkpoint, Fact, Hit, Scope, WriteResult, make_scope
 from .tool_results import RESULT_SCHEMAS
 
@@ -241,7 +242,7 @@ def _log_episode(d: ToolDispatcher, a: LogEpisodeArgs) -> dict[str, Any]:
     ep = d.mem.episodes.append(d.scope, text=a.text, event=a.event, actor=d.actor,
                                source=a.source, observed_at=a.observed_at, outcome=a.outcome,
                                evidence=a.evidence, supersedes=a.supersedes,
-                               thread=a.thread or f"run:{d.run_id}")
+                               thread=a.thread or run_thread(d.run_id))
     out: dict[str, Any] = {"logged": ep.ref, "event": ep.event,
                            "observed_at": ep.observed_at.isoformat()}
     if ep.flags:

@@ -77,6 +77,9 @@ def checkpoint_from_row(row: Row) -> Checkpoint:
 
 
 _SELECT = f"SELECT {SCOPE_COLUMNS}, task, version, data, updated_at, updated_by FROM checkpoints r"
+#: True for the row that is its task's latest version (alias ``r``).
+_IS_LATEST = ("r.version = (SELECT max(v.version) FROM checkpoints v WHERE v.tenant = r.tenant "
+              "AND v.scope_key = r.scope_key AND v.task = r.task)")
 
 
 class Checkpoints:
@@ -116,24 +119,33 @@ class Checkpoints:
             raise ValidationError("save needs at least one field",
                                   hint="fields: " + ", ".join(CHECKPOINT_FIELDS))
         clean = _clean_fields(fields)
-        where, params = exact_sql(scope)
         with self._db.transaction(scope.tenant) as tx:
-            prev = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? "
-                          "ORDER BY r.version DESC LIMIT 1", (*params, task))
+            prev = self._latest(tx, scope, task)
             data = json.loads(prev["data"]) if prev else {}
             data.pop("closed", None)  # saving again reopens a closed task
             data.update(clean)
-            version = (int(prev["version"]) if prev else 0) + 1
-            tx.execute(
-                f"INSERT INTO checkpoints ({SCOPE_COLUMNS}, task, version, data, updated_at, "
-                "updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*scope_values(scope), task, version, json.dumps(data, sort_keys=True),
-                 when, who),
-            )
-            row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? AND r.version = ?",
-                         (*params, task, version))
+            return checkpoint_from_row(self._append(tx, scope, task, prev, data, when, who))
+
+    @staticmethod
+    def _latest(tx: Tx, scope: Scope, task: str) -> Row | None:
+        where, params = exact_sql(scope)
+        return tx.one(f"{_SELECT} WHERE {where} AND r.task = ? ORDER BY r.version DESC LIMIT 1",
+                      (*params, task))
+
+    @staticmethod
+    def _append(tx: Tx, scope: Scope, task: str, prev: Row | None, data: dict[str, Any],
+                when: datetime, who: str | None) -> Row:
+        """Insert the version after ``prev`` with ``data``; returns the stored row."""
+        version = (int(prev["version"]) if prev else 0) + 1
+        tx.execute(f"INSERT INTO checkpoints ({SCOPE_COLUMNS}, task, version, data, updated_at, "
+                   "updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (*scope_values(scope), task, version, json.dumps(data, sort_keys=True),
+                    when, who))
+        where, params = exact_sql(scope)
+        row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? AND r.version = ?",
+                     (*params, task, version))
         assert row is not None
-        return checkpoint_from_row(row)
+        return row
 
     def close(self, scope: Scope | dict[str, Any], task: str, *, outcome: str | None = None,
               by: str | None = None) -> Checkpoint:
@@ -145,11 +157,9 @@ class Checkpoints:
         if outcome is not None:
             outcome = redact_secrets(text_arg(outcome, "outcome", max_len=MAX_TEXT))[0]
         who = None if by is None else text_arg(by, "by", max_len=MAX_NAME)
-        where, params = exact_sql(scope)
         now = self._clock.now()
         with self._db.transaction(scope.tenant) as tx:
-            prev = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? "
-                          "ORDER BY r.version DESC LIMIT 1", (*params, task))
+            prev = self._latest(tx, scope, task)
             if prev is None:
                 raise NotFound(f"no checkpoint for task {task!r} in {scope}",
                                hint="save a checkpoint before closing the task")
@@ -157,16 +167,7 @@ class Checkpoints:
             if data.get("closed"):
                 return checkpoint_from_row(prev)
             data["closed"] = {"at": now.isoformat(), "outcome": outcome}
-            version = int(prev["version"]) + 1
-            tx.execute(
-                f"INSERT INTO checkpoints ({SCOPE_COLUMNS}, task, version, data, updated_at, "
-                "updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*scope_values(scope), task, version, json.dumps(data, sort_keys=True), now,
-                 who))
-            row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? AND r.version = ?",
-                         (*params, task, version))
-        assert row is not None
-        closed = checkpoint_from_row(row)
+            closed = checkpoint_from_row(self._append(tx, scope, task, prev, data, now, who))
         if outcome is not None and self._on_close is not None:
             self._on_close(closed)
         return closed
@@ -207,9 +208,7 @@ class Checkpoints:
         # each task's latest version: its number, and whether it closed the task
         latest = {r["task"]: (int(r["version"]), bool(json.loads(r["data"]).get("closed")))
                   for r in tx.all(
-                      f"{_SELECT} WHERE {where} AND r.version = (SELECT max(v.version) FROM "
-                      "checkpoints v WHERE v.tenant = r.tenant AND v.scope_key = r.scope_key "
-                      "AND v.task = r.task)", params)}
+                      f"{_SELECT} WHERE {where} AND {_IS_LATEST}", params)}
         out: list[tuple[Checkpoint, str]] = []
         for r in rows:
             last, closed = latest[r["task"]]
@@ -236,9 +235,7 @@ class Checkpoints:
         scope = make_scope(scope)
         where, params = exact_sql(scope)
         with self._db.transaction(scope.tenant, write=False) as tx:
-            rows = tx.all(f"{_SELECT} WHERE {where} AND r.version = (SELECT max(v.version) "
-                          "FROM checkpoints v WHERE v.tenant = r.tenant AND v.scope_key = "
-                          "r.scope_key AND v.task = r.task) ORDER BY r.task", params)
+            rows = tx.all(f"{_SELECT} WHERE {where} AND {_IS_LATEST} ORDER BY r.task", params)
         return [r["task"] for r in rows
                 if include_closed or not json.loads(r["data"]).get("closed")]
 

@@ -111,6 +111,11 @@ class EpisodeInput(_Model):
     thread: OptionalSourceText = None
 
 
+def run_thread(run_id: str) -> str:
+    """The thread of the episodes a run logs unless they name another: ``run:RUN_ID``."""
+    return f"run:{run_id}"
+
+
 def episode_from_row(row: Row, superseded: bool = False, now: datetime | None = None) -> Episode:
     expires = from_text(row["expires_at"])
     status = "superseded" if superseded else "current"
@@ -413,25 +418,38 @@ class Episodes:
         return ids
 
     def threads_of(self, tx: Tx, tenant: str,
-                   ids: Sequence[str]) -> list[tuple[str, str, Any]]:
-        """(scope key, thread, observed_at) of these episodes: where their neighbours are."""
-        out: list[tuple[str, str, Any]] = []
+                   ids: Sequence[str]) -> list[tuple[str, str, Any, str]]:
+        """(scope key, thread, observed_at, id) of these episodes: where their neighbours
+        are."""
+        out: list[tuple[str, str, Any, str]] = []
         for chunk in chunks(list(ids)):
-            out += [(r["scope_key"], r["thread"] or r["source"], r["observed_at"])
+            out += [(r["scope_key"], r["thread"] or r["source"], r["observed_at"], r["id"])
                     for r in tx.all(
-                        f"SELECT scope_key, thread, source, observed_at FROM episodes WHERE "
-                        f"tenant = ? AND id IN ({marks(chunk)})", (tenant, *chunk))]
+                        f"SELECT id, scope_key, thread, source, observed_at FROM episodes "
+                        f"WHERE tenant = ? AND id IN ({marks(chunk)})", (tenant, *chunk))]
         return out
 
     def refresh_neighbours(self, tx: Tx, tenant: str,
-                           threads: Sequence[tuple[str, str, Any]]) -> int:
+                           threads: Sequence[tuple[str, str, Any, str]]) -> int:
         """Re-index the episodes that had a forgotten episode in their thread context (the
-        ones before it and after it): their lexical context and vector are rebuilt from the
-        episodes that remain, so a forgotten text survives in no neighbour's index entry.
-        Returns how many entries were rebuilt."""
+        ones before it and after it): their lexical context is rebuilt from the episodes
+        that remain, and the vector of the one that followed it (the only vector made with
+        its line, :meth:`embed_text`), so a forgotten text survives in no neighbour's index
+        entry. Returns how many entries were rebuilt."""
         seen: set[str] = set()
         targets: list[Row] = []
-        for scope_key, thread, observed in threads:
+        followers: set[str] = set()
+        for scope_key, thread, observed, gone in threads:
+            nxt = tx.one(
+                f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
+                "(r.observed_at > ? OR (r.observed_at = ? AND r.id > ?)) ORDER BY "
+                "r.observed_at, r.id LIMIT 1", (tenant, scope_key, thread, observed, observed,
+                                                gone))
+            if nxt is not None:
+                followers.add(nxt["id"])
+                if nxt["id"] not in seen:
+                    seen.add(nxt["id"])
+                    targets.append(nxt)
             around = [*tx.all(
                 f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
                 "r.observed_at >= ? ORDER BY r.observed_at, r.id LIMIT ?",
@@ -446,14 +464,17 @@ class Episodes:
         if not targets:
             return 0
         contexts = [self._context_of(tx, tenant, row) for row in targets]
-        vectors = self._index.embed([self.embed_text(before, self.line(row))
-                                     for row, (before, _) in zip(targets, contexts,
-                                                                 strict=True)])
         entries = [IndexEntry(row["id"], self.index_text(row, from_text(row["observed_at"])
                                                          or self._clock.now()),
                               " ".join([*before, *after]))
                    for row, (before, after) in zip(targets, contexts, strict=True)]
-        self._index.write(tx, "episodes", tenant, entries, vectors)
+        moved = [n for n, row in enumerate(targets) if row["id"] in followers]
+        self._index.write(tx, "episodes", tenant,
+                          [e for e in entries if e.record_id not in followers])
+        if moved:
+            vectors = self._index.embed([self.embed_text(contexts[n][0], self.line(targets[n]))
+                                         for n in moved])
+            self._index.write(tx, "episodes", tenant, [entries[n] for n in moved], vectors)
         return len(entries)
 
     def _context_of(self, tx: Tx, tenant: str, row: Row) -> tuple[list[str], list[str]]:
@@ -611,4 +632,5 @@ __all__ = [
     "episode_from_row",
     "episode_hit",
     "excerpt",
+    "run_thread",
 ]

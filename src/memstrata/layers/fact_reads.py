@@ -90,11 +90,13 @@ class FactReads:
 
     def filter_sql(self, scope: Scope, principal: str | None, *,
                    statuses: Sequence[str] | None = ("active",),
-                   include_expired: bool = False) -> tuple[str, list[Any]]:
+                   include_expired: bool = False,
+                   owned: bool = False) -> tuple[str, list[Any]]:
         """The WHERE fragment (alias ``r``) every read of facts applies before ranking:
-        the scope applies, the principal may read, the status is one of ``statuses``
-        (None: any) and, unless ``include_expired``, the fact has not expired."""
-        where, params = applies_sql(scope)
+        the scope applies (with ``owned``: the scope owns the fact,
+        :func:`memstrata.scoping.owned_sql`), the principal may read, the status is one of
+        ``statuses`` (None: any) and, unless ``include_expired``, the fact has not expired."""
+        where, params = owned_sql(scope) if owned else applies_sql(scope)
         where += f" AND {self._db.readers_clause('r.readers')}"
         params.append(principal_of(scope, principal))
         if statuses is not None:
@@ -193,22 +195,23 @@ class FactReads:
                           "LIMIT ?", [*params, limit])
         return [fact_from_row(r) for r in rows]
 
-    def subject_groups(self, scope: Scope | dict[str, Any],
-                       root: str) -> builtins.list[tuple[Scope, str, str | None]]:
+    def subject_groups(self, scope: Scope | dict[str, Any], root: str, *,
+                       principal: str | None = None
+                       ) -> builtins.list[tuple[Scope, str, str | None]]:
         """(scope, subject, one evidence text) per scope and subject ``root`` or under
-        ``root + "."`` among the active, unexpired facts *owned* by ``scope``: the namespaces
-        of a key-value view of facts (the LangGraph store)."""
+        ``root + "."`` among the active, unexpired facts *owned* by ``scope`` that the
+        principal may read: the namespaces of a key-value view of facts (the LangGraph
+        store)."""
         scope = make_scope(scope)
         root = text_arg(root, "root", max_len=200)
-        where, params = owned_sql(scope)
+        where, params = self.filter_sql(scope, principal, owned=True)
         with self._db.transaction(scope.tenant, write=False) as tx:
             rows = tx.all(
                 f"SELECT r.tenant AS tenant, r.s_user AS s_user, r.s_project AS s_project, "
                 f"r.s_agent AS s_agent, r.subject AS subject, MIN(r.evidence) AS evidence "
-                f"FROM facts r WHERE {where} AND r.status = 'active' AND (r.expires_at IS NULL "
-                f"OR r.expires_at > ?) AND (r.subject = ? OR r.subject LIKE ? ESCAPE '\\') "
-                f"GROUP BY r.tenant, r.s_user, r.s_project, r.s_agent, r.subject",
-                [*params, self._clock.now(), root, prefix_param(root + ".")])
+                f"FROM facts r WHERE {where} AND (r.subject = ? OR r.subject LIKE ? "
+                f"ESCAPE '\\') GROUP BY r.tenant, r.s_user, r.s_project, r.s_agent, r.subject",
+                [*params, root, prefix_param(root + ".")])
         return [(scope_from_row(r), r["subject"], r["evidence"]) for r in rows]
 
     def list(self, scope: Scope | dict[str, Any], *, status: str | None = None,

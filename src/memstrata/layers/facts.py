@@ -145,10 +145,12 @@ class Facts(FactReads):
             confirmed = None
             if dup is not None and dup["status"] == "pending_review" and \
                     verdict.action == "store":
-                # a claim that may be stored outright (the user's own words) confirms the
-                # pending one instead of being swallowed by it: it becomes current below,
-                # and the pending record is closed with the reason
-                confirmed, dup = dup, None
+                # a claim that may be stored outright (the user's own words) is never
+                # swallowed by a pending one: it becomes current below, and a pending record
+                # of its own slot is closed as confirmed (one of another slot, found by
+                # similarity, stays in review)
+                same_slot = (dup["subject"], dup["attribute"]) == (cand.subject, cand.attribute)
+                confirmed, dup = (dup if same_slot else None), None
             if dup is not None:
                 tx.execute("UPDATE facts SET last_confirmed_at = ? WHERE tenant = ? AND id = ?",
                            (now, cand.scope.tenant, dup["id"]))

@@ -32,7 +32,7 @@ from ..governance.safety import redact_secrets, redact_value
 from ..inputs import text_arg
 from ..models import Scope
 from ..scoping import SCOPE_COLUMNS, owned_sql, scope_values
-from ..store.base import Database, ScratchStore
+from ..store.base import Database, Row, ScratchStore
 from ..store.sql import contains_sql, like_param
 
 DEFAULT_TTL = timedelta(hours=24)
@@ -101,16 +101,21 @@ class SQLScratchStore:
         return None if row is None else str(row["value"])
 
     def keys(self, scope: Scope, run_id: str, prefix: str, now: datetime) -> list[str]:
-        return [key for key, _ in self.entries(scope, run_id, prefix, now)]
+        return [r["key"] for r in self._live(scope, run_id, prefix, now, "key")]
 
     def entries(self, scope: Scope, run_id: str, prefix: str,
                 now: datetime) -> list[tuple[str, str]]:
+        return [(r["key"], str(r["value"]))
+                for r in self._live(scope, run_id, prefix, now, "key, value")]
+
+    def _live(self, scope: Scope, run_id: str, prefix: str, now: datetime,
+              columns: str) -> list[Row]:
+        """The run's unexpired entries whose key starts with ``prefix``, by key."""
         with self._db.transaction(scope.tenant, write=False) as tx:
-            rows = tx.all("SELECT key, value FROM scratch WHERE tenant = ? AND run_id = ? AND "
+            return tx.all(f"SELECT {columns} FROM scratch WHERE tenant = ? AND run_id = ? AND "
                           "scope_key = ? AND expires_at > ? AND substr(key, 1, ?) = ? "
                           "ORDER BY key", (scope.tenant, run_id, scope.key, now, len(prefix),
                                            prefix))
-        return [(r["key"], str(r["value"])) for r in rows]
 
     def delete(self, scope: Scope, run_id: str, key: str) -> bool:
         with self._db.transaction(scope.tenant) as tx:

@@ -95,13 +95,6 @@ def adjust_raw(base: float, *, actor: str | None, specificity: int, age_days: fl
     return score
 
 
-def adjust(base: float, *, actor: str | None, specificity: int, age_days: float,
-           superseded: bool) -> float:
-    """:func:`adjust_raw` on the 0..1 scale people and models see (capped at 1)."""
-    return min(adjust_raw(base, actor=actor, specificity=specificity, age_days=age_days,
-                          superseded=superseded), 1.0)
-
-
 def rank_order(hits: list[Hit], raw: dict[str, float]) -> None:
     """Sort best first, deterministically: the shown score, then the uncapped one (two
     items capped at 1.0 keep their true order), then the more specific scope, the newer
@@ -159,9 +152,9 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
                    for rid, f in found.items()}
             for rid, rel in fuse(lex, vec, cov).items():
                 if rid in found:
-                    hit = fact_hit(found[rid], rel, req.now)
-                    raw[hit.ref] = _fact_raw(found[rid], rel, req.now)
-                    hits.append(hit)
+                    uncapped = _fact_raw(found[rid], rel, req.now)
+                    raw[f"fact:{rid}"] = uncapped
+                    hits.append(fact_hit(found[rid], rel, req.now, uncapped=uncapped))
         if "episodes" in req.layers:
             hits += _rank_episodes(src, tx, req, limit, qvec, keep=max(3 * req.k, 20), raw=raw)
         if "handoffs" in req.layers and src.checkpoints is not None:
@@ -286,12 +279,13 @@ def _fact_raw(f: Fact, base: float, now: datetime) -> float:
                       superseded=f.status == "superseded")
 
 
-def fact_hit(f: Fact, base: float, now: datetime) -> Hit:
-    """The recall result for a fact: reference, excerpt, metadata and adjusted score."""
+def fact_hit(f: Fact, base: float, now: datetime, *, uncapped: float | None = None) -> Hit:
+    """The recall result for a fact: reference, excerpt, metadata and adjusted score
+    (``uncapped``: the adjusted score before the cap, when the caller has it already)."""
     created = f.created_at or now
     superseded = f.status == "superseded"
     status = "superseded" if superseded else ("stale" if f.is_stale(now) else "current")
-    score = min(_fact_raw(f, base, now), 1.0)
+    score = min(_fact_raw(f, base, now) if uncapped is None else uncapped, 1.0)
     text = excerpt(f.claim)
     return Hit(ref=f.ref, layer="facts", excerpt=text, score=score,
                date=f.valid_from or created, kind=f.kind, source=f.provenance.source,
@@ -299,5 +293,5 @@ def fact_hit(f: Fact, base: float, now: datetime) -> Hit:
                untrusted="untrusted" in f.flags, tokens=count_tokens(text))
 
 
-__all__ = ["AUTHORITY", "RankRequest", "RankSources", "Ranker", "adjust", "adjust_raw",
+__all__ = ["AUTHORITY", "RankRequest", "RankSources", "Ranker", "adjust_raw",
            "coverage", "fact_hit", "fuse", "hybrid", "rank_order", "semantic"]

@@ -385,6 +385,14 @@ def m007_api_keys(conn: psycopg.Connection[Any], app_role: str | None) -> None:
             sql.Identifier(KEY_TABLE), sql.Identifier(app_role)))
 
 
+@migration
+def m008_drop_source_thread_index(conn: psycopg.Connection[Any], app_role: str | None) -> None:
+    """Threads are read by the ``thread`` column (m006's index); the index by source that
+    threaded episodes before it backs no query and only slows every insert."""
+    del app_role
+    conn.execute("DROP INDEX IF EXISTS episodes_thread")
+
+
 def _tenant_policy(conn: psycopg.Connection[Any], table: str, *, force: bool) -> None:
     """ENABLE (and FORCE) row-level security on ``table`` with the tenant policy."""
     tenant = sql.SQL("tenant = current_setting({}, true)").format(sql.Literal(TENANT_SETTING))

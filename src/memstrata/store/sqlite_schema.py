@@ -224,6 +224,13 @@ def m004_api_keys(conn: sqlite3.Connection) -> None:
     conn.execute(f"""CREATE TABLE api_keys ({_KEY_COLS})""")
 
 
+@migration
+def m005_drop_source_thread_index(conn: sqlite3.Connection) -> None:
+    """Threads are read by the ``thread`` column (m003's index); the index by source that
+    threaded episodes before it backs no query and only slows every insert."""
+    conn.execute("DROP INDEX IF EXISTS episodes_thread")
+
+
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:
     """Apply the pending migrations inside the caller's transaction; returns their names."""
     conn.execute("CREATE TABLE IF NOT EXISTS migrations "
