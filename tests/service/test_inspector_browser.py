@@ -142,13 +142,15 @@ def css_all(driver: Any, selector: str) -> list[Any]:
 
 
 def go(driver: Any, element: Any) -> None:
-    """Click a button or link and wait for the next page to replace this one."""
-    from selenium.webdriver.support import expected_conditions
+    """Click a button or link and wait for the next page to replace this one: the old
+    page's window carries a mark a new document does not (no element reference to go
+    stale, which Chromium may report as an 'unknown error' instead)."""
     from selenium.webdriver.support.ui import WebDriverWait
 
-    old = css(driver, "html")
+    driver.execute_script("window.__memstrataOldPage = true;")
     element.click()
-    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script(
+        "return window.__memstrataOldPage === undefined && document.readyState === 'complete';"))
 
 
 def sign_in(driver: Any, url: str, token: str) -> None:
