@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck unit services bench clean
+.PHONY: install demo test lint typecheck unit services bench reliability clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,14 @@ unit: install
 	$(BIN)/pytest -q
 
 test: install services lint typecheck unit
+
+# The reliability suite at full size (CI runs it at the small size inside `make test`):
+# faults, fuzzing, crashes, concurrency, isolation and forgetting on SQLite and PostgreSQL.
+# Prints the figures RELIABILITY.md publishes (build/reliability/*.json).
+reliability: install services
+	rm -rf build/reliability
+	MEMSTRATA_RELIABILITY=full $(BIN)/pytest -q -p no:cacheprovider --timeout 3600 tests/reliability
+	$(BIN)/python tests/reliability/report.py
 
 bench: install
 	$(BIN)/python benchmarks/store_bench.py

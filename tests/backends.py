@@ -19,7 +19,6 @@ its variants locally and fails them on CI (see ``services``).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import pytest
 from psycopg import sql
 
 from memstrata import ManualClock, Memory, Scope
+from memstrata.store.sqlite_driver import sqlite3
 from services import AppDatabase, PostgresService, create_app_database, drop_app_database
 
 BACKENDS = ("sqlite", "postgres", "postgres+redis")

@@ -83,6 +83,13 @@ class RecallArgs(ToolArgs):
                           "closed tasks.")
 
 
+#: Whose words a tool write carries (see :func:`memstrata.interfaces.tools.write_actor`).
+Origin = Literal["user", "tool", "agent"]
+ORIGIN_HELP = ("Whose words these are: 'user' (the person told you), 'tool' (a web page, "
+               "file, e-mail, API or tool output you read), 'agent' (your own inference). "
+               "Default: the server's actor. Tool and agent content waits for a person.")
+
+
 class ProposeMemoryArgs(ToolArgs):
     claim: str = Field(min_length=1, description="The fact, in 1-3 sentences.")
     kind: FactKind = Field(description="What sort of fact it is.")
@@ -95,6 +102,7 @@ class ProposeMemoryArgs(ToolArgs):
     confidence: float = Field(DEFAULT_CONFIDENCE, ge=0.0, le=1.0,
                               description="How sure you are (0..1).")
     evidence: str | None = Field(None, description="A short quote supporting the claim.")
+    origin: Origin | None = Field(None, description=ORIGIN_HELP)
 
 
 class LogEpisodeArgs(ToolArgs):
@@ -108,6 +116,7 @@ class LogEpisodeArgs(ToolArgs):
     supersedes: str | None = Field(None, description="episode:ID this entry corrects.")
     thread: str | None = Field(None, description="The conversation or ticket it belongs to "
                                                  "(default: this session).")
+    origin: Origin | None = Field(None, description=ORIGIN_HELP)
 
 
 class ScratchWriteArgs(ToolArgs):

@@ -44,10 +44,17 @@ class ManualClock:
 
     def advance(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
         """Move forward by ``delta`` or by ``timedelta(**kwargs)``; returns the new time."""
-        step = delta if delta is not None else timedelta(**kwargs)
-        with self._lock:
-            self._now = self._now + step
-            return self._now
+        if delta is not None and (kwargs or not isinstance(delta, timedelta)):
+            raise ValidationError("advance takes a timedelta or keyword units, not "
+                                  f"{type(delta).__name__}", hint="e.g. advance(hours=1)")
+        try:
+            step = delta if delta is not None else timedelta(**kwargs)
+            with self._lock:
+                self._now = self._now + step
+                return self._now
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValidationError(f"cannot advance the clock by {kwargs or delta}: {exc}",
+                                  hint="e.g. advance(hours=1)") from None
 
 
 def ensure_utc(value: datetime | str, *, field: str = "datetime") -> datetime:

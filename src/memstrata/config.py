@@ -18,7 +18,7 @@ Contract:
       min_confidence = 0.7
       secrets = "reject"        # or "redact"
       pii_to_review = true
-      dedup_cosine = 0.9
+      dedup_cosine = 0.9        # near facts of other slots are named, never merged
 
 - Environment variables: ``MEMSTRATA_URL``, ``MEMSTRATA_EMBEDDER``,
   ``MEMSTRATA_SCRATCH_URL``, ``MEMSTRATA_TENANT``, ``MEMSTRATA_USER``,

@@ -17,7 +17,7 @@ UTF-8 (no lone surrogates), no NUL bytes, stripped, within the field's size limi
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +30,8 @@ MAX_TEXT = 8000
 MAX_SOURCE = 500
 #: The largest ``k`` (ranked results) any search or recall returns.
 MAX_K = 100
+#: The range of an integer column (64-bit): no integer argument may leave it.
+MAX_INT = 2**63 - 1
 _NAME_RE = re.compile(r"^[\w.@:+\-/]+$")
 
 
@@ -126,6 +128,9 @@ def int_arg(value: Any, field: str, *, low: int | None = None, high: int | None 
                               hint=f"pass {field}= as a number, e.g. {low or 1}")
     if (low is not None and value < low) or (high is not None and value > high):
         raise ValidationError(f"{field} must be an integer{span}, got {value!r}")
+    if not -MAX_INT <= value <= MAX_INT:
+        raise ValidationError(f"{field} is out of range, got {value!r}",
+                              hint="integers are stored in 64 bits")
     return value
 
 
@@ -157,6 +162,14 @@ def ids_arg(value: Any, field: str) -> list[str]:
     return out
 
 
+def options_arg(options: Mapping[str, Any], allowed: Collection[str], call: str) -> None:
+    """The ``**options`` of a public method name only what it accepts."""
+    unknown = sorted(str(k) for k in options if k not in allowed)
+    if unknown:
+        raise ValidationError(f"{call} got unknown option(s) {', '.join(map(repr, unknown))}",
+                              hint="options: " + ", ".join(sorted(allowed)))
+
+
 def record_id_arg(value: Any, layer: str) -> str:
     """One record id, given bare or as a reference (``fact:ID``)."""
     text = text_arg(value, f"{layer} id", max_len=MAX_NAME + 20,
@@ -166,6 +179,7 @@ def record_id_arg(value: Any, layer: str) -> str:
 
 __all__ = [
     "MAX_CLAIM",
+    "MAX_INT",
     "MAX_K",
     "MAX_NAME",
     "MAX_SOURCE",
@@ -177,6 +191,7 @@ __all__ = [
     "ids_arg",
     "int_arg",
     "name_arg",
+    "options_arg",
     "readers_list",
     "record_id_arg",
     "slot_name",

@@ -12,6 +12,7 @@ run whose scratchpad is discarded when it ends.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Sequence
@@ -24,8 +25,8 @@ from .config import Config
 from .errors import NotFound, ValidationError
 from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
-from .inputs import text_arg
-from .layers.checkpoints import Checkpoints
+from .inputs import MAX_NAME, options_arg, text_arg
+from .layers.checkpoints import Checkpoints, task_arg
 from .layers.episodes import Episodes, run_thread
 from .layers.facts import RETIRE_AFTER_CONTRADICTIONS, Facts
 from .layers.feedback import SIGNALS as FEEDBACK_SIGNALS
@@ -253,6 +254,10 @@ class Memory:
         """End-of-session extraction through the write policy (DESIGN §5)."""
         from .extraction.run import ExtractionTargets, extract
 
+        options_arg(options, list(inspect.signature(extract).parameters)[4:], "extract")
+        if proposer is not None and not callable(getattr(proposer, "propose", None)):
+            raise ValidationError(f"proposer must be a Proposer, got {type(proposer).__name__}",
+                                  hint="e.g. ExplicitProposer() or LLMProposer(client)")
         targets = ExtractionTargets(
             facts=self.facts, checkpoints=self.checkpoints, policy=self.policy,
             clock=self.clock, forget_ids=lambda sc, ids: self.forget(sc, record_ids=ids))
@@ -295,8 +300,9 @@ class Run:
                  ttl: timedelta | float) -> None:
         self.mem = mem
         self.scope = scope
-        self.task = None if task is None else text_arg(task, "task", max_len=128)
-        self.run_id = run_id or new_id()
+        self.task = None if task is None else task_arg(task)
+        self.run_id = (new_id() if run_id is None or run_id == "" else
+                       text_arg(run_id, "run_id", max_len=MAX_NAME))
         self.scratch = Scratch(mem.scratch_store, mem.clock, scope, self.run_id, ttl)
         self.checkpoint = RunCheckpoint(mem, scope, self.task, self.run_id)
         self.ledger = RunLedger(mem, scope, self.run_id)
@@ -314,17 +320,25 @@ class Run:
     def log(self, text: str, *, source: str, actor: str = "agent", **fields: Any) -> Episode:
         """Append an episode of this run: its thread is the run (``run:RUN_ID``) unless
         ``thread=`` names another (see :meth:`memstrata.layers.episodes.Episodes.append`)."""
+        options_arg(fields, _LOG_FIELDS, "run.log")
         fields.setdefault("thread", run_thread(self.run_id))
         return self.mem.episodes.append(self.scope, text=text, source=source, actor=actor,
                                         **fields)
 
     def close(self) -> None:
-        """End the run: discard its scratchpad and record the end time."""
+        """End the run: discard its scratchpad and record the end time, together (scratch in
+        the database: one transaction; elsewhere the end is recorded first, so a failure
+        leaves the scratchpad as it was). A close that raised may be called again."""
         if not self._open:
             return
+        if self.mem.scratch_store.transactional:
+            with self.mem.db.transaction(self.scope.tenant):
+                self.scratch.discard()
+                self.mem.runs.end(self.scope, self.run_id)
+        else:
+            self.mem.runs.end(self.scope, self.run_id)
+            self.scratch.discard()
         self._open = False
-        self.scratch.discard()
-        self.mem.runs.end(self.scope, self.run_id)
 
 
 class RunCheckpoint:
@@ -377,6 +391,10 @@ def _query(query: str | None, need: str | None) -> str:
         raise ValidationError("recall needs a query", hint="describe in a sentence what is needed")
     return value
 
+
+#: What ``run.log`` passes on to :meth:`Episodes.append` besides text, source and actor.
+_LOG_FIELDS = frozenset(inspect.signature(Episodes.append).parameters) - {
+    "self", "scope", "text", "source", "actor"}
 
 _NOTICES: set[str] = set()
 

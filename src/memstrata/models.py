@@ -330,6 +330,9 @@ class WriteResult(_Model):
     reason: str
     superseded: Fact | None = None
     detectors: list[str] = Field(default_factory=list)
+    #: Facts of other slots whose claims are near this one by cosine: a suggestion to
+    #: review, never a merge (refs, nearest first).
+    similar: list[str] = Field(default_factory=list)
 
     @property
     def ok(self) -> bool:

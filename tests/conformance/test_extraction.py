@@ -564,7 +564,7 @@ def test_judge_can_be_chosen_independently_of_the_proposer(
 # ----------------------------------------------------------------------- embeddings
 
 
-def test_paraphrase_is_a_duplicate_by_cosine_with_the_minilm_embedder(
+def test_a_paraphrase_in_another_slot_is_kept_and_named_as_similar(
         vmem: Memory, clock: ManualClock, alice: Scope) -> None:
     with contextlib.nullcontext(vmem) as mem:
         first = mem.facts.propose(ALICE_USER, claim="Alice prefers async standup updates.",
@@ -587,12 +587,19 @@ def test_paraphrase_is_a_duplicate_by_cosine_with_the_minilm_embedder(
         report = mem.extract(alice, [{"role": "user", "content": "I like getting standup "
                                                                  "updates asynchronously."}],
                              Paraphrase())
-        [item] = report.duplicate
-        assert item.ref == first.record.ref and item.slot == "alice/standup_format"
-        assert "kept the older record" in item.reason
+        # similarity only suggests: the proposal is stored in its own slot (the rules judge
+        # cannot compare the objects, so a person decides), nothing is dropped, and the
+        # result names the near fact to merge
+        assert report.duplicate == [] and report.committed == []
+        [item] = report.pending
+        assert item.slot == "alice/status_updates" and first.record.ref in item.reason
+        assert "cosine" in item.reason
         kept = mem.facts.get(first.record.id)
-        assert kept.last_confirmed_at == clock.now()
-        assert [f.claim for f in mem.facts.list(alice)] == ["Alice prefers async standup updates."]
+        assert kept.last_confirmed_at == first.record.last_confirmed_at
+        assert [f.claim for f in mem.facts.current(alice)] == [
+            "Alice prefers async standup updates."]
+        assert [f.claim for f in mem.review.pending(alice)] == [
+            "Alice likes getting standup updates asynchronously."]
 
 
 def test_a_negated_restatement_supersedes_rather_than_deduplicates(

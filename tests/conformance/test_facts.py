@@ -169,9 +169,31 @@ def test_a_similar_pending_claim_of_another_slot_stays_in_review(vmem: Memory) -
                               kind="preference", subject="alice", attribute="status_updates",
                               actor="user", source="chat:2")
     assert user.status == "committed" and user.record is not None
-    assert agent.record.id not in user.reason
+    assert "confirms" not in user.reason and user.similar == [agent.record.ref]
     assert vmem.facts.get(agent.record.id).status == "pending_review"
     assert [f.id for f in vmem.review.pending(scope)] == [agent.record.id]
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    (("Alice lives in Lyon", "home_city"), ("Alice works in Lyon", "work_city")),
+    (("Alice's manager is Priya", "manager"), ("Alice's mentor is Priya", "mentor")),
+    (("Alice prefers tea in the morning", "morning_drink"),
+     ("Alice prefers tea in the evening", "evening_drink")),
+])
+def test_similarity_never_drops_a_claim_about_another_slot(
+        vmem: Memory, first: tuple[str, str], second: tuple[str, str]) -> None:
+    """Near by cosine but about another slot: both are stored and current; the second
+    result only names the first as similar (a suggestion)."""
+    scope = Scope(user="alice")
+    kw = {"kind": "preference", "subject": "alice", "actor": "user"}
+    one = vmem.facts.propose(scope, claim=first[0], attribute=first[1], source="chat:1", **kw)
+    two = vmem.facts.propose(scope, claim=second[0], attribute=second[1], source="chat:2",
+                             **kw)
+    assert (one.status, two.status) == ("committed", "committed")
+    assert one.record is not None and two.record is not None
+    assert {f.claim for f in vmem.facts.current(scope)} == {first[0], second[0]}
+    assert set(two.similar) <= {one.record.ref}
+    assert vmem.facts.get(one.record.id).last_confirmed_at == one.record.last_confirmed_at
 
 
 def test_the_review_loop_on_the_command_line(mem: Memory, store_url: str) -> None:

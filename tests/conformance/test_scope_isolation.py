@@ -87,3 +87,31 @@ def test_restricted_episode_hidden_from_other_principals(mem: Memory) -> None:
                         actor="tool", source="hr-system", readers=["carol"])
     assert mem.episodes.search(ALICE_DOCS, "payroll export") == []
     assert len(mem.episodes.search(project, "payroll export", principal="carol")) == 1
+
+
+def test_common_term_pruning_counts_only_the_callers_rows(
+        mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's data never changes what this user's search finds: a word common in
+    bob's episodes stays in alice's query, and a query of only common words still finds."""
+    from memstrata.store import postgres, sqlite
+
+    alice, bob = Scope(user="alice"), Scope(user="bob")
+    mem.episodes.append_many([{"scope": bob, "text": f"kubernetes deploy {i} went fine",
+                               "source": f"ci:{i}", "actor": "user", "thread": f"b{i}"}
+                              for i in range(40)])
+    mine = {e.ref for e in mem.episodes.append_many([
+        {"scope": alice, "text": f"kubernetes upgrade {i} needs a drain", "source": f"ops:{i}",
+         "actor": "user", "thread": f"a{i}"} for i in range(3)])}
+
+    def found(scope: Scope, query: str) -> set[str]:
+        return {h.ref for h in mem.episodes.search(scope, query, k=50)}
+
+    unpruned = found(alice, "kubernetes")
+    for module in (sqlite, postgres):  # every index counts as large; 10 rows make a word common
+        monkeypatch.setattr(module, "LARGE_INDEX_ROWS", -1)
+        monkeypatch.setattr(module, "COMMON_TERM_DOCS", 10)
+    assert found(alice, "kubernetes") == unpruned == mine
+    # for bob "kubernetes" and "deploy" are both common: neither is dropped to nothing
+    assert len(found(bob, "kubernetes deploy")) == 40
+    # "deploy" is common for bob; "upgrade" (alice's) is not his: his query keeps finding
+    assert found(bob, "deploy upgrade") and not found(bob, "deploy upgrade") & mine

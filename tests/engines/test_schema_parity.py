@@ -7,13 +7,13 @@ schemas; this test keeps them from drifting apart.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from memstrata import Memory
+from memstrata.store.sqlite_driver import sqlite3
 from memstrata.store.sqlite_schema import RECORD_TABLES
 from services import AppDatabase
 

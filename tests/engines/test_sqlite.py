@@ -5,10 +5,10 @@ The schema's invariants are checked on every backend in ``conformance/test_invar
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
-from memstrata import Memory
+from memstrata import Memory, Scope
+from memstrata.store.sqlite_driver import sqlite3
 
 
 def raw(path: Path) -> sqlite3.Connection:
@@ -20,7 +20,7 @@ def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")]
     assert names == ["m001_initial", "m002_tenants", "m003_episode_threads", "m004_api_keys",
-                     "m005_drop_source_thread_index"]
+                     "m005_drop_source_thread_index", "m006_fts_secure_delete"]
     mem.close()
     Memory.open(f"sqlite:///{db_path}", embedder=None).close()  # reopen: no re-run
     assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names
@@ -50,3 +50,26 @@ def test_episodes_stored_before_threads_are_threaded_by_their_source(db_path: Pa
         raise AssertionError("episodes must stay append-only after the migration")
     except sqlite3.IntegrityError:
         pass
+
+
+def test_a_forget_scrubs_the_full_text_index_in_place(mem: Memory, db_path: Path) -> None:
+    """FTS5 secure-delete (m006): a forgotten record's words leave the index's pages with
+    the delete, without rewriting the index; the other records stay searchable."""
+    c = raw(db_path)
+    for table in ("facts_fts", "episodes_fts"):
+        assert c.execute(f"SELECT v FROM {table}_config WHERE k = 'secure-delete'"
+                         ).fetchone() == (1,)
+    scope = Scope(user="alice")
+    eps = mem.episodes.append_many([{"scope": scope, "text": f"release note number {i} "
+                                     f"token{i:04d}x", "actor": "user", "source": f"s:{i}",
+                                     "thread": f"t{i}"} for i in range(400)])
+    segments = c.execute("SELECT count(*) FROM episodes_fts_data").fetchone()[0]
+    report = mem.forget(scope, record_ids=[eps[123].ref])
+    assert report.counts["episodes"] == 1 and report.compacted
+    blob = b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
+    assert b"token0123x" not in blob and b"token0124x" in blob
+    assert [h.ref for h in mem.episodes.search(scope, "token0124x")] == [eps[124].ref]
+    assert mem.episodes.search(scope, "token0123x") == []
+    # in place: the index was not rewritten into one segment by an optimize
+    assert c.execute("SELECT count(*) FROM episodes_fts_data").fetchone()[0] >= segments - 1
+    assert mem.doctor() == []

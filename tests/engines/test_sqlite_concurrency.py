@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from memstrata import Memory
+from memstrata.store.sqlite_driver import sqlite3
 
 WRITER = textwrap.dedent("""
     import sys

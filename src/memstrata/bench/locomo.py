@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import re
-import sqlite3
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,6 +42,8 @@ import numpy as np
 
 from memstrata.errors import ValidationError
 from memstrata.tokens import count_tokens
+
+from ..store.sqlite_driver import sqlite3
 
 if TYPE_CHECKING:
     import numpy.typing as npt

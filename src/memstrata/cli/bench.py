@@ -95,6 +95,36 @@ def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None, 
     _write(res, out, as_json)
 
 
+@bench.command("forget")
+@click.option("--n", "n", type=int, default=100_000, show_default=True,
+              help="Episodes in the store before the forgets.")
+@click.option("--url", default=None, help="Store to fill (default: a fresh SQLite file).")
+@click.option("--embedder", default="hash", show_default=True,
+              help="Embedder for the fill (the cost measured is the store's; vectors are "
+                   "stored either way).")
+@click.option("--trials", type=int, default=20, show_default=True,
+              help="Single-record forgets per kind (episode, fact).")
+@click.option("--out", default="bench-results/forget.json", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def bench_forget(n: int, url: str | None, embedder: str, trials: int, out: str,
+                 as_json: bool) -> None:
+    """Time forgetting one record (episode with thread neighbours, fact with history)."""
+    from ..bench.forget import run
+
+    bar, update = _progress()
+    with bar:
+        res = run(n, url=url, embedder=embedder, trials=trials, progress=update)
+    if not as_json:
+        table(f"forget one record at {res['episodes']:,} episodes ({res['backend']})",
+              ["kind", "p50 ms", "p95 ms", "max ms", "trials"],
+              [[k, res.get(f"forget_{k}_p50_ms"), res.get(f"forget_{k}_p95_ms"),
+                res.get(f"forget_{k}_max_ms"), res.get(f"forget_{k}_trials")]
+               for k in ("episode", "fact", "match")])
+        print(f"one call: {res['split_total_ms']} ms, of which compaction "
+              f"{res['split_compact_ms']} ms")
+    _write(res, out, as_json)
+
+
 @bench.command("serve")
 @click.option("--url", required=True, help="Store to serve (a PostgreSQL URL for the team "
                                            "setup; sqlite:///path works too).")

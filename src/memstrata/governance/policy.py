@@ -9,7 +9,8 @@ Order of the checks, each able to stop the write with a reported reason:
    never stored raw; PII makes the record ``restricted`` and sends it to review;
 4. trust — content from a ``tool`` or an ``agent`` inference cannot become an
    active durable fact or identity fact without a person's review; text from
-   such actors that reads as an instruction to the agent is quarantined;
+   any actor that reads as an instruction to the agent is quarantined and waits
+   for a person (a user-mode MCP server relays an agent's text as ``user``);
 5. confidence below ``min_confidence`` — rejected;
 8. identity tier — ``pending_review`` until a person approves;
 9. expiry — a kind without an explicit rule gets its default recheck/TTL.
@@ -61,6 +62,23 @@ DEFAULT_RECHECK: dict[str, timedelta] = {
 #: Actors whose content is untrusted by default: a tool's output (web pages, files, API
 #: payloads) and an agent's inference. The one definition; configurable per policy.
 UNTRUSTED_ACTORS = frozenset({"tool", "agent"})
+
+
+def trust_flags(text: str, actor: str | None,
+                untrusted: frozenset[str] = UNTRUSTED_ACTORS) -> tuple[list[str], list[str]]:
+    """The one trust rule for a stored text: ``(flags, injection_rules)``.
+
+    Content from an untrusted actor is always ``untrusted`` (a person's confirmation is
+    what makes it trusted, not the detector's silence); text from any actor that reads as
+    an instruction to the agent is ``untrusted`` + ``quarantined`` + ``injection:RULE``.
+    """
+    from .injection import detect_injection
+
+    rules = sorted({f.rule for f in detect_injection(text)}) if text else []
+    flags = ["untrusted"] if actor in untrusted or rules else []
+    if rules:
+        flags += ["quarantined", *(f"injection:{r}" for r in rules)]
+    return flags, rules
 
 
 class Candidate(_Model):
@@ -119,6 +137,8 @@ class PolicyConfig:
     untrusted_actors: frozenset[str] = UNTRUSTED_ACTORS
     default_expiry: dict[str, timedelta] = field(default_factory=lambda: dict(DEFAULT_EXPIRY))
     default_recheck: dict[str, timedelta] = field(default_factory=lambda: dict(DEFAULT_RECHECK))
+    #: A fact of another slot this near a proposal (cosine) is named in its result as a
+    #: possible duplicate for a person to merge; never merged or dropped by itself.
     dedup_cosine: float = 0.9
 
 
@@ -151,19 +171,14 @@ class WritePolicy:
             pending_reasons.append("contains personal data: restricted, needs review")
             detectors.extend(self._pii_detectors(cand.claim))
         # 4. trust
-        if self.is_untrusted(cand.actor):
-            from .injection import detect_injection
-
-            found = detect_injection(cand.claim)
-            if found:
-                rules = sorted({f.rule for f in found})
-                flags += ["untrusted", "quarantined"] + [f"injection:{r}" for r in rules]
-                detectors += [f"injection:{r}" for r in rules]
-                pending_reasons.append(
-                    f"quarantined: {cand.actor} content reads as an instruction to the agent")
-            else:
-                flags.append("untrusted")
-                pending_reasons.append(f"{cand.actor} content needs a person's review")
+        trust, rules = trust_flags(cand.claim, cand.actor, cfg.untrusted_actors)
+        flags += trust
+        detectors += [f"injection:{r}" for r in rules]
+        if rules:
+            pending_reasons.append(
+                f"quarantined: {cand.actor} content reads as an instruction to the agent")
+        elif trust:
+            pending_reasons.append(f"{cand.actor} content needs a person's review")
         # 5. confidence
         if cand.confidence < cfg.min_confidence:
             return Verdict("reject", cand, f"confidence {cand.confidence:.2f} is below the "
@@ -193,7 +208,8 @@ class WritePolicy:
         from .sensitivity import redact, scan
 
         texts = {"claim": cand.claim, "subject": cand.subject, "attribute": cand.attribute,
-                 "evidence": cand.evidence or "", "source": cand.source or ""}
+                 "evidence": cand.evidence or "", "source": cand.source or "",
+                 "reason": cand.reason or "", "review": cand.review or ""}
         reports = {k: scan(v) for k, v in texts.items() if v}
         secret_detectors = sorted({f.detector for r in reports.values() for f in r.secrets})
         if secret_detectors:
@@ -207,7 +223,8 @@ class WritePolicy:
                     tuple(f"secret:{d}" for d in secret_detectors),
                 )
             update: dict[str, Any] = {
-                k: redact(texts[k], reports[k]) for k in ("claim", "evidence", "source")
+                k: redact(texts[k], reports[k])
+                for k in ("claim", "evidence", "source", "reason", "review")
                 if k in reports and reports[k].has_secret
             }
             cand = cand.model_copy(update=update)

@@ -3,9 +3,10 @@
 Durable facts go through the full write policy (:mod:`memstrata.governance.policy`).
 Everything else an agent writes is still screened so that no write path can
 store a raw secret: secrets are redacted in place (the report names the
-detector, never the value), and text from ``tool``/``agent`` actors that reads
-as an instruction to the agent is flagged ``untrusted``/``quarantined`` so
-recall and context label it.
+detector, never the value), and the trust rule of the write policy
+(:func:`memstrata.governance.policy.trust_flags`) labels the record: content from
+``tool``/``agent`` actors is ``untrusted``, and text from any actor that reads as
+an instruction to the agent is ``quarantined`` too, so recall and context label it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from .policy import UNTRUSTED_ACTORS
+from .policy import UNTRUSTED_ACTORS, trust_flags
 
 
 def redact_secrets(text: str) -> tuple[str, list[str]]:
@@ -24,6 +25,24 @@ def redact_secrets(text: str) -> tuple[str, list[str]]:
     if not report.has_secret:
         return text, []
     return redact(text, report), sorted({f.detector for f in report.secrets})
+
+
+def refuse_secret(text: str, field: str) -> str:
+    """``text`` unchanged when it holds no secret, else :class:`ValidationError`.
+
+    The rule for identifiers (ledger keys, scratch keys, task names): they are stored,
+    listed and matched as they are, so a secret in one is refused rather than redacted (a
+    redacted key would silently merge two different keys into one).
+    """
+    from ..errors import ValidationError
+    from .sensitivity import scan
+
+    report = scan(text)
+    if report.has_secret:
+        kinds = ", ".join(sorted({f.detector for f in report.secrets}))
+        raise ValidationError(f"{field} contains a secret ({kinds}); nothing was stored",
+                              hint=f"use an id or a name for the {field}, never a credential")
+    return text
 
 
 def redact_value(value: Any) -> Any:
@@ -44,12 +63,10 @@ def screen_record(texts: Mapping[str, str | None], *, actor: str | None,
     """Screen the text fields of a record before it is stored.
 
     Returns ``(updates, flags)``: the fields whose secrets were redacted (with their clean
-    text) and the flags to add (``redacted:DETECTOR``; ``untrusted``, ``quarantined`` and
-    ``injection:RULE`` when ``actor`` is one of ``untrusted`` and ``instruction_field``
-    reads as an instruction to the agent). The caller applies both.
+    text) and the flags to add (``redacted:DETECTOR``, and the trust flags of
+    ``instruction_field``: see :func:`~memstrata.governance.policy.trust_flags`). The
+    caller applies both.
     """
-    from .injection import detect_injection
-
     updates: dict[str, str] = {}
     flags: list[str] = []
     for name, value in texts.items():
@@ -58,12 +75,9 @@ def screen_record(texts: Mapping[str, str | None], *, actor: str | None,
             if detectors:
                 updates[name] = clean
                 flags += [f"redacted:{d}" for d in detectors]
-    if actor in untrusted:
-        text = updates.get(instruction_field, texts.get(instruction_field)) or ""
-        found = detect_injection(text)
-        if found:
-            flags += ["untrusted", "quarantined", *sorted({f"injection:{f.rule}" for f in found})]
+    text = updates.get(instruction_field, texts.get(instruction_field)) or ""
+    flags += trust_flags(text, actor, frozenset(untrusted))[0]
     return updates, flags
 
 
-__all__ = ["redact_secrets", "screen_record"]
+__all__ = ["redact_secrets", "redact_value", "refuse_secret", "screen_record"]

@@ -18,14 +18,18 @@ Contract:
   lazily, ended by :meth:`ToolDispatcher.close`, which discards the run's
   scratchpad). A new dispatcher is a new run: a ledger key begun by a run
   that died reads ``unknown`` to the next one.
-- ``propose_memory`` writes as the dispatcher's actor (``agent`` by default)
-  and never at the identity tier; ``forget`` needs a selector and is never
+- ``propose_memory`` and ``log_episode`` write as :func:`write_actor` says: the
+  dispatcher's actor (``agent`` by default), lowered to ``tool``/``agent`` when the call
+  says the words are a tool's or the agent's (``origin``) or its source is a URL or file
+  (a user-mode server relays what an agent read; it never raises trust). Never at the
+  identity tier; ``forget`` needs a selector and is never
   forced, so it cannot wipe a tenant.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -205,9 +209,27 @@ def write_receipt(res: WriteResult) -> dict[str, Any]:
     return out
 
 
+#: Sources that name something read, not said: a URL, a file, a tool's output.
+_READ_SOURCE = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*://|(?:tool|web|url|file|email|mail|api|mcp"
+                          r"|page|doc|search)s?:|[~.]?/|[a-z]:\\)", re.IGNORECASE)
+
+
+def write_actor(actor: str, origin: str | None, source: str) -> str:
+    """Who a tool write is attributed to: the dispatcher's ``actor``, unless the call says
+    the words are a tool's or the agent's (``origin``), or, for a ``user`` dispatcher, the
+    source is a URL, a path or a tool (what the agent read, not what the person said).
+    Trust is only ever lowered: ``origin="user"`` from an agent dispatcher stays ``agent``."""
+    if actor != "user":
+        return "tool" if origin == "tool" else actor
+    if origin in ("tool", "agent"):
+        return origin
+    return "tool" if _READ_SOURCE.match(source) else actor
+
+
 def _propose_memory(d: ToolDispatcher, a: ProposeMemoryArgs) -> dict[str, Any]:
     res = d.mem.facts.propose(d.scope, claim=a.claim, kind=a.kind, subject=a.subject,
-                              attribute=a.attribute, actor=d.actor, source=a.source,
+                              attribute=a.attribute,
+                              actor=write_actor(d.actor, a.origin, a.source), source=a.source,
                               confidence=a.confidence, evidence=a.evidence, tier="standard")
     out = write_receipt(res)
     if res.status == "pending" and res.record is not None:
@@ -239,7 +261,8 @@ def _retire_fact(d: ToolDispatcher, a: RetireFactArgs) -> dict[str, Any]:
 
 
 def _log_episode(d: ToolDispatcher, a: LogEpisodeArgs) -> dict[str, Any]:
-    ep = d.mem.episodes.append(d.scope, text=a.text, event=a.event, actor=d.actor,
+    ep = d.mem.episodes.append(d.scope, text=a.text, event=a.event,
+                               actor=write_actor(d.actor, a.origin, a.source),
                                source=a.source, observed_at=a.observed_at, outcome=a.outcome,
                                evidence=a.evidence, supersedes=a.supersedes,
                                thread=a.thread or run_thread(d.run_id))
@@ -521,6 +544,11 @@ class ToolDispatcher:
         if actor not in DISPATCH_ACTORS:
             raise ValidationError(f"actor must be one of {', '.join(DISPATCH_ACTORS)}",
                                   hint="a reviewer is a person; approve with `memstrata review`")
+        from ..memory import Run
+
+        if run is not None and not isinstance(run, Run):
+            raise ValidationError(f"run must be an open Run, got {type(run).__name__}",
+                                  hint="pass mem.run(scope, task=...) or leave it out")
         self.mem = mem
         self.scope = make_scope(scope)
         self.task = task if task is not None else (run.task if run is not None else None)

@@ -6,10 +6,12 @@ Contract:
   immutable version row (a trigger refuses UPDATE), so history is kept.
 - ``current(scope, task)`` returns the latest version in full, or None; it is
   read straight from the store, so a brand-new process can resume from it.
-- List fields must be lists of strings; text is screened for secrets.
+- List fields must be lists of strings; text is screened for secrets (redacted); a task
+  name holding a secret is refused (an identifier, see ``refuse_secret``).
 - ``close(scope, task, outcome=...)`` ends a task with a last ``closed`` version: it leaves
   ``tasks()``, working context and session context, its history stays; saving again
-  reopens it; an outcome is also logged as an episode (by the facade's callback).
+  reopens it; an outcome is also logged as an episode (by the facade's callback, in the
+  same transaction: both or neither).
 - Handoffs: the earlier versions of every task and all versions of a closed one are
   searchable (:meth:`Checkpoints.handoffs_in`, read by the ranker when recall is asked for
   the ``handoffs`` layer); what a version is matched by is :meth:`Checkpoints.text_of`.
@@ -25,7 +27,7 @@ from typing import Any
 
 from ..clock import Clock, from_text
 from ..errors import NotFound, ValidationError
-from ..governance.safety import redact_secrets
+from ..governance.safety import redact_secrets, refuse_secret
 from ..inputs import MAX_NAME, MAX_TEXT, clean_text, date_arg, text_arg
 from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
 from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
@@ -37,8 +39,11 @@ _LIST_FIELDS = ("constraints", "plan", "completed", "evidence", "source_refs",
 MAX_ITEMS = 200
 
 
-def _clean_task(task: Any) -> str:
-    return text_arg(task, "task", max_len=MAX_NAME, hint="name the task, e.g. release-v17")
+def task_arg(task: Any) -> str:
+    """The one rule for a task name (checkpoints, runs): a non-empty name of at most
+    ``MAX_NAME`` characters that holds no secret."""
+    return refuse_secret(text_arg(task, "task", max_len=MAX_NAME,
+                                  hint="name the task, e.g. release-v17"), "task")
 
 
 def _clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +114,7 @@ class Checkpoints:
         assert when is not None
         if when > now:
             raise ValidationError("as_of is in the future", hint="omit it to date the save now")
-        task = _clean_task(task)
+        task = task_arg(task)
         if by is not None and updated_by is not None and by != updated_by:
             raise ValidationError("by= and updated_by= name different savers", hint="pass one")
         who = by if by is not None else updated_by
@@ -153,7 +158,7 @@ class Checkpoints:
         leaves working context and session context; its versions stay, and saving again
         reopens it. An outcome is also logged as an episode."""
         scope = make_scope(scope)
-        task = _clean_task(task)
+        task = task_arg(task)
         if outcome is not None:
             outcome = redact_secrets(text_arg(outcome, "outcome", max_len=MAX_TEXT))[0]
         who = None if by is None else text_arg(by, "by", max_len=MAX_NAME)
@@ -168,14 +173,16 @@ class Checkpoints:
                 return checkpoint_from_row(prev)
             data["closed"] = {"at": now.isoformat(), "outcome": outcome}
             closed = checkpoint_from_row(self._append(tx, scope, task, prev, data, now, who))
-        if outcome is not None and self._on_close is not None:
-            self._on_close(closed)
+            if outcome is not None and self._on_close is not None:
+                # inside this transaction (a savepoint): the task closes with its outcome
+                # logged, or not at all
+                self._on_close(closed)
         return closed
 
     def current(self, scope: Scope | dict[str, Any], task: str) -> Checkpoint | None:
         """The latest version of the task's checkpoint, or None."""
         scope = make_scope(scope)
-        task = _clean_task(task)
+        task = task_arg(task)
         where, params = exact_sql(scope)
         with self._db.transaction(scope.tenant, write=False) as tx:
             row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? "
@@ -221,7 +228,7 @@ class Checkpoints:
     def versions(self, scope: Scope | dict[str, Any], task: str) -> list[Checkpoint]:
         """Every saved version, oldest first."""
         scope = make_scope(scope)
-        task = _clean_task(task)
+        task = task_arg(task)
         where, params = exact_sql(scope)
         with self._db.transaction(scope.tenant, write=False) as tx:
             rows = tx.all(f"{_SELECT} WHERE {where} AND r.task = ? ORDER BY r.version",
@@ -252,4 +259,4 @@ class Checkpoints:
         return [r["task"] for r in rows]
 
 
-__all__ = ["Checkpoints", "checkpoint_from_row"]
+__all__ = ["Checkpoints", "checkpoint_from_row", "task_arg"]

@@ -8,9 +8,10 @@ Contract:
   ``supersedes``. A correction is a *new* entry naming what it supersedes (and inheriting
   its restricted readers); rows are never updated (a trigger refuses UPDATE and any DELETE
   outside forget/retention). ``append_many`` writes a batch in one transaction.
-- Every write is screened (:mod:`memstrata.governance.safety`): secrets are redacted, and
-  content from an untrusted actor (the policy's ``untrusted_actors``) that reads as an
-  instruction is flagged.
+- Every write is screened (:mod:`memstrata.governance.safety`): secrets are redacted in
+  every stored string (text, evidence, outcome, source, event, subject, thread); content
+  from an untrusted actor (the policy's ``untrusted_actors``) is flagged ``untrusted``, and
+  text from any actor that reads as an instruction is ``quarantined`` too.
 - A *thread* is the episodes of one scope with the same ``thread``: a conversation session,
   a run, a ticket, given as ``thread=`` (a run's :meth:`memstrata.memory.Run.log` and the
   tools' ``log_episode`` default to the run; otherwise the default is the ``source``, so
@@ -104,7 +105,7 @@ class EpisodeInput(_Model):
     outcome: OptionalLongText = None
     confidence: Confidence = 1.0
     expires_at: UTCDateTime = None
-    supersedes: str | None = None
+    supersedes: OptionalNameText = None
     readers: Readers = None
     flags: list[str] = Field(default_factory=list)
     subject: OptionalNameText = None
@@ -330,9 +331,11 @@ class Episodes:
             self._index.write(tx, "episodes", tenant, [entries[n] for n in moved], vectors)
 
     def _screen(self, item: EpisodeInput) -> EpisodeInput:
-        """Secrets redacted, injected instructions from untrusted actors flagged."""
+        """Secrets redacted in every stored string; the trust flags of the text."""
         updates, flags = screen_record(
-            {"text": item.text, "evidence": item.evidence, "outcome": item.outcome},
+            {"text": item.text, "evidence": item.evidence, "outcome": item.outcome,
+             "source": item.source, "event": item.event, "subject": item.subject,
+             "thread": item.thread},
             actor=item.actor, untrusted=self._policy.config.untrusted_actors)
         if not updates and not flags:
             return item

@@ -8,6 +8,10 @@ Contract:
   reason; new: ``supersedes``, and the old fact's restricted ``readers`` when it names
   none: access follows the source). Nothing is deleted. Every outcome is a WriteResult,
   built inside the transaction (no read after the commit can fail a stored write).
+- Similarity only suggests: a claim near (by cosine) a fact of *another* slot is stored in
+  its own slot like any other, and the result names the near facts (``similar``, and the
+  reason), so a person or a judge may merge them. Dedup never drops a claim about a
+  different slot ("lives in Lyon" and "works in Lyon" are two facts).
 - At most one active fact per slot, enforced by a partial unique index.
 - A claim the policy lets through outright (the user's own words) that equals a pending
   claim of the same slot (an agent's, say) becomes current; the pending record is closed
@@ -40,8 +44,9 @@ from typing import Any
 from ..clock import Clock
 from ..errors import Conflict, ValidationError
 from ..governance.policy import Candidate, Verdict, WritePolicy, normalise_claim
+from ..governance.safety import redact_secrets
 from ..ids import new_id
-from ..inputs import record_id_arg, text_arg
+from ..inputs import date_arg, record_id_arg, text_arg
 from ..models import DEFAULT_CONFIDENCE, Fact, Scope, WriteResult, build, make_scope
 from ..scoping import (
     SCOPE_COLUMNS,
@@ -63,14 +68,15 @@ _TEXT_COLUMNS = ("claim", "subject", "attribute", "evidence", "source", "reason"
 RETIRE_AFTER_CONTRADICTIONS = 3
 #: How ``propose`` looks for duplicates (see :meth:`Facts.propose`).
 DEDUP_MODES = ("policy", "slot", "off")
-_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor",
-                        "without", "longer", "stopped", "anymore"})
 
 
-def _negated(claim: str) -> bool:
-    """Whether a claim carries a negation word (so 'X' and 'no longer X' never dedup)."""
-    words = set(claim.lower().replace("n't", " not").split())
-    return bool(words & _NEGATIONS)
+def _near_note(similar: Sequence[tuple[str, float]], near: Sequence[str]) -> str:
+    """The reason's suffix naming facts of other slots near the claim (a suggestion)."""
+    if not near:
+        return ""
+    score = {f"fact:{fid}": s for fid, s in similar}
+    named = ", ".join(f"{ref} (cosine {score[ref]:.2f})" for ref in near[:3])
+    return f"; stored in its own slot, near {named}: merge them if they say the same"
 
 
 class Facts(FactReads):
@@ -109,11 +115,12 @@ class Facts(FactReads):
                 dedup: str = "policy") -> WriteResult:
         """Propose a durable fact; the write policy decides what happens to it.
 
-        ``dedup``: ``"policy"`` (DESIGN §5 step 6: an equivalent claim in the slot, or a
-        near one by cosine in the scope, is a duplicate), ``"slot"`` (only an equivalent
-        claim in the same slot), ``"off"`` (every proposal that passes the policy is a new
-        version of its slot: for callers whose record carries more than its claim and who
-        compare records themselves, such as the LangGraph store)."""
+        ``dedup``: ``"policy"`` (an equivalent claim in the slot is a duplicate; facts of
+        other slots near it by cosine are named in ``WriteResult.similar``, never merged),
+        ``"slot"`` (the same, without the similarity search), ``"off"`` (every proposal that
+        passes the policy is a new version of its slot: for callers whose record carries
+        more than its claim and who compare records themselves, such as the LangGraph
+        store)."""
         cand = build(
             Candidate, scope=make_scope(scope), claim=claim, kind=kind, subject=subject,
             attribute=attribute, actor=actor, source=source, confidence=confidence, tier=tier,
@@ -141,16 +148,14 @@ class Facts(FactReads):
         with self._db.transaction(cand.scope.tenant) as tx:
             similar = self._similar(tx, cand, vector) if dedup == "policy" else []
             active = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "active")
-            dup = None if dedup == "off" else self._find_duplicate(tx, cand, active, similar)
+            dup = None if dedup == "off" else self._find_duplicate(tx, cand, active)
             confirmed = None
             if dup is not None and dup["status"] == "pending_review" and \
                     verdict.action == "store":
                 # a claim that may be stored outright (the user's own words) is never
-                # swallowed by a pending one: it becomes current below, and a pending record
-                # of its own slot is closed as confirmed (one of another slot, found by
-                # similarity, stays in review)
-                same_slot = (dup["subject"], dup["attribute"]) == (cand.subject, cand.attribute)
-                confirmed, dup = (dup if same_slot else None), None
+                # swallowed by a pending one of its slot: it becomes current below, and the
+                # pending record is closed as confirmed
+                confirmed, dup = dup, None
             if dup is not None:
                 tx.execute("UPDATE facts SET last_confirmed_at = ? WHERE tenant = ? AND id = ?",
                            (now, cand.scope.tenant, dup["id"]))
@@ -158,10 +163,13 @@ class Facts(FactReads):
                 return WriteResult(status="duplicate", record=fact_from_row(dup),
                                    reason="an equivalent fact exists; kept the older record "
                                           "and confirmed it", detectors=list(verdict.detectors))
+            near = [f"fact:{fid}" for fid, _ in similar]
+            hint = _near_note(similar, near)
             if verdict.action == "pending":
                 fact = self._insert(tx, cand, verdict, now, status="pending_review",
                                     vector=vector)
-                return WriteResult(status="pending", record=fact, reason=verdict.reason,
+                return WriteResult(status="pending", record=fact,
+                                   reason=verdict.reason + hint, similar=near,
                                    detectors=list(verdict.detectors))
             fact_id = new_id()
             old = None
@@ -181,14 +189,14 @@ class Facts(FactReads):
         if old is not None:
             return WriteResult(status="superseding", record=fact, superseded=old,
                                reason=f"supersedes {old.ref}: a different claim for "
-                                      f"{cand.subject}/{cand.attribute}",
-                               detectors=list(verdict.detectors))
+                                      f"{cand.subject}/{cand.attribute}{hint}",
+                               similar=near, detectors=list(verdict.detectors))
         reason = verdict.reason
         if confirmed is not None:
             reason = (f"{reason}; confirms the pending fact:{confirmed['id']} (closed in its "
                       "favour)")
-        return WriteResult(status="committed", record=fact, reason=reason,
-                           detectors=list(verdict.detectors))
+        return WriteResult(status="committed", record=fact, reason=reason + hint,
+                           similar=near, detectors=list(verdict.detectors))
 
     def _supersede(self, tx: Tx, old: Row, new_id_: str, when: datetime,
                    reason: str) -> list[str] | None:
@@ -224,42 +232,35 @@ class Facts(FactReads):
                       (*params, subject, attribute, status))
 
     def _similar(self, tx: Tx, cand: Candidate, vector: Any) -> list[tuple[str, float]]:
-        """Active or pending facts of exactly this scope and kind whose vectors are near the
-        claim (cosine >= the policy's ``dedup_cosine``), best first."""
+        """Active or pending facts of exactly this scope and kind, in other slots, whose
+        vectors are near the claim (cosine >= the policy's ``dedup_cosine``), best first."""
         index = self._index.vectors
         if index is None or vector is None:
             return []
         where, params = exact_sql(cand.scope)
         scored = index.fact_scores(
-            tx, f"{where} AND r.kind = ? AND r.status IN ('active', 'pending_review')",
-            [*params, cand.kind], vector[0], 50)
+            tx, f"{where} AND r.kind = ? AND r.status IN ('active', 'pending_review') "
+                "AND NOT (r.subject = ? AND r.attribute = ?)",
+            [*params, cand.kind, cand.subject, cand.attribute], vector[0], 50)
         threshold = self._policy.config.dedup_cosine
         return [(fid, s) for fid, s in scored if s >= threshold]
 
-    def _find_duplicate(self, tx: Tx, cand: Candidate, active: Row | None,
-                        similar: list[tuple[str, float]]) -> Row | None:
+    def _find_duplicate(self, tx: Tx, cand: Candidate, active: Row | None) -> Row | None:
+        """The active, else the pending, fact of the candidate's slot with an equivalent
+        claim (the only duplicate there is)."""
         norm = normalise_claim(cand.claim)
         if active is not None and normalise_claim(active["claim"]) == norm:
             return active
         pending = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "pending_review")
         if pending is not None and normalise_claim(pending["claim"]) == norm:
             return pending
-        for fid, _score in similar:
-            if active is not None and fid == active["id"]:
-                continue  # a different claim in the same slot is a conflict, never a duplicate
-            row = tx.one(f"{SELECT} WHERE r.tenant = ? AND r.id = ? AND r.status IN "
-                         "('active', 'pending_review') AND r.scope_key = ?",
-                         (cand.scope.tenant, fid, cand.scope.key))
-            if row is not None and row["kind"] == cand.kind and \
-                    _negated(row["claim"]) == _negated(cand.claim):
-                return row
         return None
 
     def retire(self, fact_id: str, *, reason: str, scope: Scope | dict[str, Any] | None = None,
                principal: str | None = None, tenant: str | None = None) -> Fact:
         """Take a fact out of the current set without replacing it; history keeps it."""
         fact_id = record_id_arg(fact_id, "fact")
-        reason = text_arg(reason, "reason", max_len=2000)
+        reason = redact_secrets(text_arg(reason, "reason", max_len=2000))[0]
         tenant, sc = self.caller(scope, tenant)
         now = self._clock.now()
         with self._db.transaction(tenant) as tx:
@@ -276,9 +277,14 @@ class Facts(FactReads):
         """Move ``expires_at`` of active facts of exactly ``scope`` to the given times (a
         time-to-live refreshed on read); returns how many changed."""
         scope = make_scope(scope)
+        if not isinstance(until, dict):
+            raise ValidationError(f"until must map fact ids to times, got {type(until).__name__}")
         by_time: dict[datetime, builtins.list[str]] = {}
         for fid, when in until.items():  # one UPDATE per distinct time (usually one)
-            by_time.setdefault(when, []).append(record_id_arg(fid, "fact"))
+            at = date_arg(when, "until")
+            if at is None:
+                raise ValidationError("until needs a time for every fact id")
+            by_time.setdefault(at, []).append(record_id_arg(fid, "fact"))
         changed = 0
         where, params = exact_sql(scope)
         with self._db.transaction(scope.tenant) as tx:
@@ -303,7 +309,7 @@ class Facts(FactReads):
         slot free. Returns the restored fact.
         """
         fact_id = record_id_arg(fact_id, "fact")
-        reason = text_arg(reason, "reason", max_len=2000)
+        reason = redact_secrets(text_arg(reason, "reason", max_len=2000))[0]
         tenant, sc = self.caller(scope, tenant)
         now = self._clock.now()
         with self._db.transaction(tenant) as tx:

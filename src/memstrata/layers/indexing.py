@@ -9,7 +9,11 @@ no vectors and every search is lexical.
 
 :func:`reindex` re-embeds every fact and episode of every tenant with the current embedder:
 driven from here, over the texts each layer defines, while the engine's
-:class:`~memstrata.store.base.VectorIndex` only clears and stores vectors.
+:class:`~memstrata.store.base.VectorIndex` only clears and stores vectors. It clears each
+tenant and then stores the new vectors in batches (embedding never holds the write lock),
+each its own transaction: a failure after the first clear raises a BackendError saying
+what was done (``details["done"]``: the tenants cleared, the records re-embedded so far);
+running the reindex again starts over and completes it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import BackendError, MemstrataError
 from ..store.base import Database, Tx, VectorIndex
 
 if TYPE_CHECKING:
@@ -111,25 +116,35 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
             for layer in layers:
                 work += [(layer.table, tenant, rid, text)
                          for rid, text in layer.embed_items(tx, tenant)]
-    # every tenant is cleared before the first new vector: an engine that records one
-    # model per file (SQLite) must not see old vectors beside new ones
-    for tenant in tenants:
-        with db.transaction(tenant) as tx:
-            vectors.clear(tx, tenant)
     total, done = len(work), 0
-    for start in range(0, total, batch):
-        chunk = work[start:start + batch]
-        vecs = index.embed([c[3] for c in chunk])
-        by_target: dict[tuple[str, str], list[int]] = {}
-        for i, (table, tenant, _, _) in enumerate(chunk):
-            by_target.setdefault((tenant, table), []).append(i)
-        for (tenant, table), rows in by_target.items():
+    cleared: list[str] = []
+    try:
+        # every tenant is cleared before the first new vector: an engine that records one
+        # model per file (SQLite) must not see old vectors beside new ones
+        for tenant in tenants:
             with db.transaction(tenant) as tx:
-                vectors.add(tx, table, tenant, [chunk[i][2] for i in rows],
-                            vecs[rows] if vecs is not None else None)
-        done += len(chunk)
-        if progress:
-            progress(done, total)
+                vectors.clear(tx, tenant)
+            cleared.append(tenant)
+        for start in range(0, total, batch):
+            chunk = work[start:start + batch]
+            vecs = index.embed([c[3] for c in chunk])
+            by_target: dict[tuple[str, str], list[int]] = {}
+            for i, (table, tenant, _, _) in enumerate(chunk):
+                by_target.setdefault((tenant, table), []).append(i)
+            for (tenant, table), rows in by_target.items():
+                with db.transaction(tenant) as tx:
+                    vectors.add(tx, table, tenant, [chunk[i][2] for i in rows],
+                                vecs[rows] if vecs is not None else None)
+                done += len(rows)
+            if progress:
+                progress(done, total)
+    except MemstrataError as exc:
+        vectors.invalidate()  # what this process cached may be gone
+        if not cleared:
+            raise
+        raise BackendError(f"the reindex stopped after re-embedding {done} of {total} "
+                           f"records: {exc}", hint="run the reindex again (it starts over)",
+                           done={"cleared": cleared, "embedded": done, "total": total}) from exc
     vectors.invalidate()
     return total
 

@@ -12,6 +12,8 @@ Contract:
 - ``complete`` records success and the external reference (idempotent for
   the same ref; a different ref for an already-succeeded key is a Conflict);
   ``fail`` records the error; beginning a failed key again retries it.
+- A secret in an intent, external reference or error is redacted; a key holding one is
+  refused (:func:`memstrata.governance.safety.refuse_secret`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from typing import Any
 
 from ..clock import Clock, from_text
 from ..errors import Conflict, NotFound, ValidationError
-from ..governance.safety import redact_secrets
-from ..inputs import MAX_TEXT, int_arg, text_arg
+from ..governance.safety import redact_secrets, refuse_secret
+from ..inputs import MAX_NAME, MAX_TEXT, int_arg, text_arg
 from ..models import Operation, Scope, make_scope
 from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
@@ -37,8 +39,9 @@ _STATUSES = ("pending", "succeeded", "failed", "unknown")
 
 def _text(value: Any, field: str, max_len: int = MAX_TEXT) -> str:
     text = text_arg(value, field, max_len=max_len)
-    # a ledger row outlives the run: a secret in an intent or error is redacted, never stored
-    return text if field == "key" else redact_secrets(text)[0]
+    # a ledger row outlives the run: a secret in an intent or error is redacted, never
+    # stored; one in a key (an identifier) is refused
+    return refuse_secret(text, field) if field == "key" else redact_secrets(text)[0]
 
 
 def operation_from_row(row: Row, resumed: bool = False) -> Operation:
@@ -70,6 +73,7 @@ class Ledger:
         scope = make_scope(scope)
         key = _text(key, "key", 500)
         intent = _text(intent, "intent")
+        run_id = None if run_id is None else text_arg(run_id, "run_id", max_len=MAX_NAME)
         now = self._clock.now()
         bare, params = exact_sql(scope, "")
         with self._db.transaction(scope.tenant) as tx:

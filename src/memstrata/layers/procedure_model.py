@@ -367,11 +367,14 @@ def load_procedure(source: str | Path | Mapping[str, Any]) -> Procedure:
     """A Procedure from a mapping, a YAML file path or YAML text."""
     if isinstance(source, Mapping):
         data: Any = dict(source)
+    elif not isinstance(source, str | Path):
+        raise ValidationError(f"a procedure is a mapping, a YAML file path or YAML text, not "
+                              f"{type(source).__name__}")
     else:
         text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, ValueError) as exc:  # ValueError: a bad date, e.g. 2026-13-45
             raise ValidationError(f"procedure YAML does not parse: {exc}") from exc
     if not isinstance(data, dict):
         raise ValidationError("a procedure must be a YAML mapping with name, steps, cases...")

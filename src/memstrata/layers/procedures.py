@@ -11,6 +11,8 @@ Store contract (:class:`Procedures`, reached as ``mem.procedures``):
   ``max + 1`` when omitted; an existing version number is a Conflict unless
   the content is identical (then the stored version is returned: adding the
   same file twice is harmless). Version content is never changed afterwards.
+  Its text is screened like every stored string: secrets are redacted (description,
+  steps, cases), and a name holding one is refused.
 - ``activate(name, version, activated_by=PERSON)`` runs every case of that
   version; any failure (or no cases at all) raises
   :class:`~memstrata.errors.ActivationRefused` with the :class:`CaseReport`
@@ -42,6 +44,7 @@ from typing import Any
 
 from ..clock import Clock, from_text
 from ..errors import AccessDenied, ActivationRefused, Conflict, NotFound, ValidationError
+from ..governance.safety import redact_value, refuse_secret
 from ..inputs import MAX_NAME, int_arg, text_arg
 from ..models import Scope, _Model, build, make_scope
 from ..scoping import SCOPE_COLUMNS, applies_sql, exact_sql, scope_from_row, scope_values
@@ -116,13 +119,15 @@ class Procedures:
         if not isinstance(proc, Procedure):
             proc = load_procedure(proc)
         sc = self._scope(scope)
+        refuse_secret(proc.name, "procedure name")
         named = _one_of(by, proposed_by, "proposed_by")
         by = (None if named is None else _text(named, "by")) or proc.owner
         now = self._clock.now()
         with self._db.transaction(sc.tenant) as tx:
             rows = self._rows(tx, sc, proc.name)
             version = proc.version or max((int(r["version"]) for r in rows), default=0) + 1
-            content = {**proc.content(), "version": version}
+            # a procedure's text outlives the run like a fact: secrets are redacted
+            content = {**redact_value(proc.content()), "version": version}
             for r in rows:
                 if int(r["version"]) == version:
                     if _data(r)["procedure"] == content:
@@ -228,6 +233,7 @@ class Procedures:
 
     def _row(self, tx: Tx, sc: Scope, name: str, version: int) -> Row:
         version = int_arg(version, "version", low=1)
+        name = _text(name, "name")
         where, params = exact_sql(sc)
         row = tx.one(f"SELECT {SCOPE_COLUMNS}, {_COLUMNS} FROM procedures r WHERE {where} "
                      "AND r.name = ? AND r.version = ?", (*params, name, version))

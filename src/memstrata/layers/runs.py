@@ -4,7 +4,7 @@ Contract:
 - ``start(scope, run_id, task)`` records a run once (idempotent for the same id);
   ``end(scope, run_id)`` records its end. A run's scratchpad is discarded by
   :class:`memstrata.memory.Run` when it ends; its checkpoint and ledger entries stay.
-- The task name is screened for secrets like every stored string.
+- The task name is screened like every identifier: one holding a secret is refused.
 - ``forget_rows`` deletes the runs of a scope (all of them, or those whose task contains a
   ``match``), so a forgotten task name does not survive in the run log.
 """
@@ -12,11 +12,11 @@ Contract:
 from __future__ import annotations
 
 from ..clock import Clock
-from ..governance.safety import redact_secrets
 from ..inputs import MAX_NAME, text_arg
 from ..models import Scope
 from ..scoping import SCOPE_COLUMNS, scope_values
 from ..store.base import Database, Tx
+from .checkpoints import task_arg
 from .selector import Selector
 
 
@@ -33,7 +33,7 @@ class Runs:
         """Record that run ``run_id`` of ``scope`` began (working on ``task``)."""
         run_id = text_arg(run_id, "run_id", max_len=MAX_NAME)
         if task is not None:
-            task = redact_secrets(text_arg(task, "task", max_len=MAX_NAME))[0]
+            task = task_arg(task)
         with self._db.transaction(scope.tenant) as tx:
             tx.execute(f"INSERT INTO runs ({SCOPE_COLUMNS}, run_id, task, started_at) VALUES "
                        "(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, run_id) DO NOTHING",

@@ -10,9 +10,11 @@ Contract:
   ``list`` returns the live keys under a prefix.
 - Every entry expires after its TTL (default 24 h; a ``timedelta`` or seconds, measured on
   the injected clock); the run's entries are discarded when the run ends.
-- Keys and values are screened: secrets are redacted before they are stored (a JSON value
-  string by string, so it stays valid JSON). ``write_many`` writes several entries all or
-  none; ``items`` reads the entries under a prefix in one go.
+- Keys and values are screened: a secret in a value is redacted before it is stored (a
+  JSON value string by string, so it stays valid JSON); a key holding one is refused
+  (:func:`memstrata.governance.safety.refuse_secret`: a redacted key would merge two).
+  ``write_many`` writes several entries all or none; ``items`` reads the entries under a
+  prefix in one go.
 - Storage is a :class:`~memstrata.store.base.ScratchStore`: this module's
   :class:`SQLScratchStore` by default, Redis (native TTL) when configured
   (:mod:`memstrata.store.redis_scratch`).
@@ -28,7 +30,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..errors import ValidationError
-from ..governance.safety import redact_secrets, redact_value
+from ..governance.safety import redact_secrets, redact_value, refuse_secret
 from ..inputs import text_arg
 from ..models import Scope
 from ..scoping import SCOPE_COLUMNS, owned_sql, scope_values
@@ -36,6 +38,8 @@ from ..store.base import Database, Row, ScratchStore
 from ..store.sql import contains_sql, like_param
 
 DEFAULT_TTL = timedelta(hours=24)
+#: The longest a scratch entry may live (an expiry time must stay a valid date).
+MAX_TTL = timedelta(days=36_500)
 MAX_VALUE = 200_000
 MAX_KEY = 200
 
@@ -45,12 +49,18 @@ def ttl_arg(ttl: Any, field: str = "ttl") -> timedelta:
     if isinstance(ttl, timedelta):
         value = ttl
     elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
-        value = timedelta(seconds=float(ttl))
+        try:
+            value = timedelta(seconds=float(ttl))
+        except (ValueError, OverflowError):  # NaN, infinity, beyond a timedelta
+            raise ValidationError(f"{field} must be a finite number of seconds, got {ttl!r}",
+                                  hint="e.g. ttl=3600 or timedelta(hours=1)") from None
     else:
         raise ValidationError(f"{field} must be a timedelta or a number of seconds, got "
                               f"{type(ttl).__name__}", hint="e.g. ttl=3600 or timedelta(hours=1)")
     if value <= timedelta(0):
         raise ValidationError(f"{field} must be positive, got {value}")
+    if value > MAX_TTL:
+        raise ValidationError(f"{field} must be at most {MAX_TTL.days} days, got {value}")
     return value
 
 
@@ -128,12 +138,14 @@ class SQLScratchStore:
                               "scope_key = ?", (scope.tenant, run_id, scope.key))
 
     def sweep(self, now: datetime) -> int:
-        removed = 0
-        for tenant in self._db.tenants():
-            with self._db.transaction(tenant) as tx:
-                removed += tx.execute("DELETE FROM scratch WHERE tenant = ? AND expires_at <= ?",
-                                      (tenant, now))
-        return removed
+        return sum(self.sweep_tenant(tenant, now) for tenant in self._db.tenants())
+
+    def sweep_tenant(self, tenant: str, now: datetime) -> int:
+        """Delete the tenant's expired entries (inside the caller's transaction when one is
+        open: retention sweeps a tenant's scratch with its records, all or nothing)."""
+        with self._db.transaction(tenant) as tx:
+            return tx.execute("DELETE FROM scratch WHERE tenant = ? AND expires_at <= ?",
+                              (tenant, now))
 
     def forget(self, scope: Scope, match: str | None) -> int:
         where, params = owned_sql(scope)
@@ -170,7 +182,7 @@ class Scratch:
 
     @staticmethod
     def _key(key: Any) -> str:
-        return redact_secrets(text_arg(key, "key", max_len=MAX_KEY))[0]
+        return refuse_secret(text_arg(key, "key", max_len=MAX_KEY), "key")
 
     def write(self, key: str, value: Any, *, ttl: timedelta | float | None = None) -> str:
         """Store ``value`` under ``key`` for this run; returns a receipt, not the value."""

@@ -342,6 +342,9 @@ def get_embedder(spec: str | None = None) -> Embedder:
     process-wide instance so the model loads once. Nothing is loaded or
     contacted here; a missing extra is reported now, not at the first embed.
     """
+    if spec is not None and not isinstance(spec, str):
+        raise ConfigError(f"an embedder spec is text, not {type(spec).__name__}",
+                          hint="e.g. 'minilm' or 'hash:256'")
     text = (spec if spec is not None else DEFAULT_EMBEDDER_SPEC).strip()
     name, _, arg = text.partition(":")
     factory = _FACTORIES.get(name.strip().lower())

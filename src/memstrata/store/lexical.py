@@ -4,13 +4,14 @@ A natural-language query becomes a disjunction of its content words (stop
 words and question words removed), so a question like "what did Alice say
 about the deploy?" matches records that mention alice or deploy. Terms are
 quoted so punctuation and FTS operators in user text can never change the
-query's meaning.
+query's meaning. In a large index, :func:`selective` is the one rule for which
+words a query keeps (the backends count, within the caller's filter).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 STOPWORDS = frozenset({
     "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any",
@@ -59,4 +60,18 @@ def tsquery(text: str, drop: Sequence[str] = ()) -> str:
     return " | ".join(w for w in words[:64] if w)
 
 
-__all__ = ["STOPWORDS", "fts5_query", "terms", "tsquery"]
+def selective(words: Sequence[str], common: int, count: Callable[[str], int]) -> list[str]:
+    """The words a query over a large index keeps, given ``count(word)``: how many of the
+    rows *the caller's filter admits* contain it (capped at ``common``).
+
+    A word in none of the caller's rows is left out (it matches nothing of theirs); a word
+    in ``common`` or more of them is left out while a rarer word remains (it barely moves a
+    rank, yet scoring its postings dominates the query time); when every word that matches
+    is that common, they all stay, so a query never loses all its words to pruning.
+    """
+    counts = {w: count(w) for w in dict.fromkeys(words)}
+    present = [w for w in words if counts[w] > 0]
+    return [w for w in present if counts[w] < common] or present
+
+
+__all__ = ["STOPWORDS", "fts5_query", "selective", "terms", "tsquery"]

@@ -39,8 +39,8 @@ Contract:
   GIN index serves the application role under row-level security (see pg_schema). An
   episode search whose filter names only episode columns runs on ``episodes_fts`` alone
   (it carries copies of them). ``ts_rank`` has no IDF; as in the SQLite backend, a large
-  index leaves out query words that occur in ``COMMON_TERM_DOCS`` or more rows of the
-  tenant.
+  index leaves out query words that occur in ``COMMON_TERM_DOCS`` or more of the rows the
+  caller's filter admits (never counted across users or tenants; all stay when all are).
 - ``compact`` runs VACUUM on the tables that hold text when the role may (owner, or
   ``MAINTAIN`` on PostgreSQL 17+), so dead tuples with forgotten text are pruned; rows
   are invisible to SQL from the moment the forget commits either way. Bytes of pruned
@@ -71,7 +71,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import BackendError, ConfigError, Conflict
 from .base import Capabilities, Row
-from .lexical import terms
+from .lexical import selective, terms
 from .pg_schema import (
     DEFINER_READ_TABLES,
     INDEXED_DIMS,
@@ -353,19 +353,21 @@ class PostgresDatabase:
             raise ValueError(table)
         dropped = set(drop)
         words = [w for w in terms(query) if w not in dropped][:64]
-        if words and self._large(tx, table):
-            words = self._rare_words(tx, table, words)
         if not words:
             return []
-        # one plainto_tsquery per word, OR-ed: a compound like "billing-api" stays a phrase
-        # of its parts, and user text is only ever a parameter
-        tsq = " || ".join([f"plainto_tsquery('{TS_CONFIG}', ?)"] * len(words))
         if set(_FILTER_COLUMN_RE.findall(where)) <= {"tenant", "id", *_FTS_COPIED[table]}:
             # filter and rank on the full-text table alone (it carries the filter columns)
             source, fts = f"{table}_fts r", "r"
         else:
             source = f"{table}_fts f JOIN {table} r ON r.tenant = f.tenant AND r.id = f.id"
             fts = "f"
+        if self._large(tx, table):
+            words = self._rare_words(tx, table, words, source, fts, where, params)
+            if not words:
+                return []
+        # one plainto_tsquery per word, OR-ed: a compound like "billing-api" stays a phrase
+        # of its parts, and user text is only ever a parameter
+        tsq = " || ".join([f"plainto_tsquery('{TS_CONFIG}', ?)"] * len(words))
         rows = tx.all(
             f"SELECT r.id AS id, ts_rank({_RANK_WEIGHTS}, {fts}.tsv, {tsq}, 1) AS s "
             f"FROM {source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, NULL)) "
@@ -381,13 +383,17 @@ class PostgresDatabase:
         return size is not None and float(size["n"]) >= LARGE_INDEX_ROWS
 
     @staticmethod
-    def _rare_words(tx: Any, table: str, words: list[str]) -> list[str]:
-        """Leave out words found in ``COMMON_TERM_DOCS`` or more of the tenant's rows, as the
-        SQLite backend does: they barely move a rank, yet ranking their matches dominates
-        the query time."""
-        return [w for w in words if int(tx.raw_one(
-            f"SELECT count(*) AS n FROM {_MATCHES[table]}(plainto_tsquery('{TS_CONFIG}', %s), "
-            "%s)", (w, COMMON_TERM_DOCS))["n"]) < COMMON_TERM_DOCS]
+    def _rare_words(tx: Any, table: str, words: list[str], source: str, fts: str,
+                    where: str, params: Sequence[Any]) -> list[str]:
+        """Leave out words found in ``COMMON_TERM_DOCS`` or more of the rows the caller's
+        filter admits, as the SQLite backend does: they barely move a rank, yet ranking
+        their matches dominates the query time. Another user's rows never decide what this
+        caller's query keeps (:func:`memstrata.store.lexical.selective`)."""
+        tsq = f"plainto_tsquery('{TS_CONFIG}', ?)"
+        return selective(words, COMMON_TERM_DOCS, lambda w: int(tx.one(
+            f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {fts}.id IN "
+            f"(SELECT {_MATCHES[table]}({tsq}, NULL)) AND {where} LIMIT ?) c",
+            (w, *params, COMMON_TERM_DOCS))["n"]))
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:

@@ -7,9 +7,13 @@ Contract (the schema and its invariants are in :mod:`memstrata.store.sqlite_sche
   savepoints on one connection guarded by a lock.
 - A failed ``ROLLBACK`` never leaves the handle inside a transaction holding the write
   lock: the connection is closed and reopened, and the error is a
-  :class:`~memstrata.errors.BackendError`. Driver errors never escape raw.
-- ``secure_delete`` is on and :meth:`SQLiteDatabase.compact` rewrites the full-text indexes
-  and truncates the WAL, so forgotten text leaves the file.
+  :class:`~memstrata.errors.BackendError`. A failed ``ROLLBACK TO`` of a savepoint ends
+  the enclosing transaction the same way (none of its later statements can autocommit).
+  Driver errors never escape raw.
+- ``secure_delete`` is on (freed pages are zeroed), the full-text tables delete in place
+  (FTS5 ``secure-delete``, migration m006), and :meth:`SQLiteDatabase.compact` truncates
+  the WAL, so forgotten text leaves the file at a cost proportional to what was forgotten,
+  not to the store. The driver is :mod:`memstrata.store.sqlite_driver` (a current SQLite).
 - Full-text search is FTS5 (porter stemming); a record's thread context sits in a second
   column at half the weight of its own text. In a large index very common query words are
   left out (see :meth:`SQLiteDatabase._selective_query`).
@@ -18,7 +22,6 @@ Contract (the schema and its invariants are in :mod:`memstrata.store.sqlite_sche
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -28,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, ConfigError, Conflict
 from .base import Capabilities, Row
-from .lexical import terms
+from .lexical import selective, terms
 from .sql import chunks, marks
+from .sqlite_driver import sqlite3
 from .sqlite_schema import apply_pending
 
 if TYPE_CHECKING:
@@ -157,8 +161,14 @@ class SQLiteDatabase:
             return
         except sqlite3.Error:
             pass
+        self._reopen()
+
+    def _reopen(self) -> None:
+        """Close the connection (SQLite rolls back what it held) and open a fresh one; the
+        transactions open on the old one fail from now on (their statements and COMMIT
+        meet a closed connection)."""
         with suppress(sqlite3.Error):
-            c.close()
+            self._conn.close()
         self._depth = 0
         self._conn = self._connect()
 
@@ -168,8 +178,9 @@ class SQLiteDatabase:
         del tenant  # every statement names its tenant; SQLite has no session variable
         with self._lock:
             c = self._conn
-            nested = self._depth > 0
-            sp = f"sp{self._depth}"
+            depth = self._depth
+            nested = depth > 0
+            sp = f"sp{depth}"
             try:
                 c.execute(f"SAVEPOINT {sp}" if nested else
                           ("BEGIN IMMEDIATE" if write or maintenance else "BEGIN"))
@@ -184,13 +195,17 @@ class SQLiteDatabase:
                 if maintenance:
                     c.execute("DELETE FROM write_guard")
             except BaseException as exc:
-                self._depth -= 1
-                if nested:
+                self._depth = depth
+                if c is not self._conn:
+                    pass  # a failed rollback inside already closed and replaced it
+                elif nested:
                     try:
                         c.execute(f"ROLLBACK TO {sp}")
                         c.execute(f"RELEASE {sp}")
                     except sqlite3.Error:
-                        self._rollback_or_reopen()
+                        # the enclosing transaction is in an unknown state: end it with the
+                        # connection, so none of its later statements can autocommit
+                        self._reopen()
                 else:
                     self._rollback_or_reopen()
                 if isinstance(exc, sqlite3.IntegrityError):
@@ -198,7 +213,7 @@ class SQLiteDatabase:
                 if isinstance(exc, sqlite3.Error):
                     raise BackendError(f"SQLite error: {exc}") from exc
                 raise
-            self._depth -= 1
+            self._depth = depth
             try:
                 c.execute(f"RELEASE {sp}" if nested else "COMMIT")
             except sqlite3.Error as exc:
@@ -223,7 +238,7 @@ class SQLiteDatabase:
                     drop: Sequence[str] = ()) -> list[tuple[str, float]]:
         if table not in _TEXT_TABLES:
             raise ValueError(table)
-        match = self._selective_query(tx, table, query, drop)
+        match = self._selective_query(tx, table, query, drop, where, params)
         if not match:
             return []
         # the context column (neighbouring records) counts half as much as the body
@@ -235,18 +250,21 @@ class SQLiteDatabase:
         )
         return [(r["id"], -float(r["s"])) for r in rows]
 
-    def _selective_query(self, tx: Any, table: str, query: str, drop: Sequence[str]) -> str:
-        """The MATCH expression; in a large index, terms that occur in more than
-        ``COMMON_TERM_DOCS`` rows are left out (BM25 gives them almost no weight, yet scoring
-        their postings dominates the query time), like stopwords learnt from the data."""
+    def _selective_query(self, tx: Any, table: str, query: str, drop: Sequence[str],
+                         where: str, params: Sequence[Any]) -> str:
+        """The MATCH expression; in a large index, terms that occur in ``COMMON_TERM_DOCS``
+        or more of the rows *the caller's filter admits* are left out (BM25 gives them
+        almost no weight, yet scoring their postings dominates the query time), like
+        stopwords learnt from the caller's own data: another user's or tenant's rows never
+        decide what this caller's query keeps (:func:`memstrata.store.lexical.selective`)."""
         dropped = set(drop)
         words = [w for w in terms(query) if w not in dropped][:64]
         top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
         if words and top and (top["n"] or 0) >= LARGE_INDEX_ROWS:
-            rare = [w for w in words if tx.one(
-                f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts WHERE {table}_fts "
-                "MATCH ? LIMIT ?)", (_quote(w), COMMON_TERM_DOCS))["n"] < COMMON_TERM_DOCS]
-            words = rare
+            words = selective(words, COMMON_TERM_DOCS, lambda w: int(tx.one(
+                f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts JOIN {table} r ON "
+                f"r.rowid = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {where} LIMIT ?)",
+                (_quote(w), *params, COMMON_TERM_DOCS))["n"]))
         return " OR ".join(_quote(w) for w in words)
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
@@ -280,10 +298,8 @@ class SQLiteDatabase:
         with self._lock:
             c = self._conn
             try:
-                c.execute("BEGIN IMMEDIATE")
-                for t in ("facts_fts", "episodes_fts"):
-                    c.execute(f"INSERT INTO {t} ({t}) VALUES ('optimize')")
-                c.execute("COMMIT")
+                # deleted rows' pages are zeroed (secure_delete) and their index terms
+                # removed in place (FTS5 secure-delete, m006); what is left is the WAL
                 c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 self._rollback_or_reopen()

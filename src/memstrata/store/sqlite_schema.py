@@ -22,11 +22,11 @@ them.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 
 from ..errors import BackendError
 from .migrations import Migrations
+from .sqlite_driver import sqlite3
 
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: Migrations[Migration] = Migrations("sqlite")
@@ -229,6 +229,16 @@ def m005_drop_source_thread_index(conn: sqlite3.Connection) -> None:
     """Threads are read by the ``thread`` column (m003's index); the index by source that
     threaded episodes before it backs no query and only slows every insert."""
     conn.execute("DROP INDEX IF EXISTS episodes_thread")
+
+
+@migration
+def m006_fts_secure_delete(conn: sqlite3.Connection) -> None:
+    """Deleting a row removes its terms from the full-text index in place (FTS5
+    ``secure-delete``), so a forget scrubs the index without rewriting it; the one
+    ``optimize`` here scrubs what earlier deletes left in the index's segments."""
+    for table in ("facts_fts", "episodes_fts"):
+        conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('secure-delete', 1)")
+        conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
 
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:
