@@ -25,7 +25,7 @@ from .config import Config
 from .errors import NotFound, ValidationError
 from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
-from .inputs import MAX_NAME, options_arg, text_arg
+from .inputs import options_arg
 from .layers.checkpoints import Checkpoints, task_arg
 from .layers.episodes import Episodes, run_thread
 from .layers.facts import RETIRE_AFTER_CONTRADICTIONS, Facts
@@ -39,7 +39,7 @@ from .layers.ledger import Ledger
 from .layers.procedures import Procedures
 from .layers.retention import sweep as _sweep
 from .layers.review import Review
-from .layers.runs import Runs
+from .layers.runs import Runs, run_id_arg
 from .layers.scratch import DEFAULT_TTL, Scratch, SQLScratchStore
 from .models import (
     Checkpoint,
@@ -302,7 +302,7 @@ class Run:
         self.scope = scope
         self.task = None if task is None else task_arg(task)
         self.run_id = (new_id() if run_id is None or run_id == "" else
-                       text_arg(run_id, "run_id", max_len=MAX_NAME))
+                       run_id_arg(run_id))
         self.scratch = Scratch(mem.scratch_store, mem.clock, scope, self.run_id, ttl)
         self.checkpoint = RunCheckpoint(mem, scope, self.task, self.run_id)
         self.ledger = RunLedger(mem, scope, self.run_id)

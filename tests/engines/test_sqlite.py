@@ -6,6 +6,9 @@ The schema's invariants are checked on every backend in ``conformance/test_invar
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from memstrata import Memory, Scope
 from memstrata.store.sqlite_driver import sqlite3
@@ -73,3 +76,42 @@ def test_a_forget_scrubs_the_full_text_index_in_place(mem: Memory, db_path: Path
     # in place: the index was not rewritten into one segment by an optimize
     assert c.execute("SELECT count(*) FROM episodes_fts_data").fetchone()[0] >= segments - 1
     assert mem.doctor() == []
+
+
+class _FailingRollbackTo:
+    """A connection whose ``ROLLBACK TO`` fails (a dying disk), everything else real."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.startswith("ROLLBACK TO"):
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def test_a_failed_savepoint_rollback_lets_nothing_of_the_outer_transaction_commit(
+        db_path: Path) -> None:
+    """The outer code catches the inner failure and writes on in a new nested transaction:
+    that write must not commit on its own (the outer transaction was ended with the
+    connection), and the handle works again once the outer frame has exited."""
+    from memstrata import BackendError
+    from memstrata.store.sqlite import SQLiteDatabase
+
+    db = SQLiteDatabase(db_path)
+    db._conn = _FailingRollbackTo(db._conn)  # type: ignore[assignment]
+    with pytest.raises(BackendError), db.transaction("t") as tx:
+        tx.execute("INSERT INTO meta (key, value) VALUES ('outer', '1')")
+        with pytest.raises(BackendError), db.transaction("t") as inner:
+            inner.execute("INSERT INTO meta (key, value) VALUES ('inner', '1')")
+            raise BackendError("the inner step failed")
+        with db.transaction("t") as again:  # refused: its outer transaction is gone
+            again.execute("INSERT INTO meta (key, value) VALUES ('after', '1')")
+    with db.transaction("t") as tx:
+        tx.execute("INSERT INTO meta (key, value) VALUES ('next', '1')")
+    keys = {r[0] for r in raw(db_path).execute("SELECT key FROM meta")}
+    assert {"outer", "inner", "after"}.isdisjoint(keys) and "next" in keys
+    db.close()

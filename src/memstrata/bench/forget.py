@@ -8,7 +8,8 @@ hundred episodes, it forgets ``--trials`` single records, each a separate
 re-indexed, and facts with a superseded version), and a few ``forget(match=...)`` of a word
 that occurs once. Each timing covers the whole call: the delete, the neighbours'
 re-indexing, and the compaction that scrubs the bytes. Reports p50/p95/max ms per kind
-and the split of one call (delete transaction vs compaction); writes JSON.
+and the split of one call (delete transaction vs compaction); writes JSON. With
+``n=0`` and ``url`` it measures a store an earlier run filled at that URL, without the fill.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "hash",
     mem = Memory.open(target, embedder=get_embedder(embedder))
     scope = Scope(user="bench", project="forget")
     rng = random.Random(seed)
-    ids: list[str] = []
+    # n == 0 measures an existing store (--url) filled by an earlier run of this bench
+    ids = [] if n else [e.id for e in mem.episodes.log(scope, limit=1_000_000)]
     chunk: list[dict[str, Any]] = []
     for i, e in enumerate(episodes(n, seed=seed)):
         chunk.append({"scope": scope, "text": f"{e.text} (marker m{i:07d})", "event": e.event,
@@ -53,7 +55,7 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "hash",
             if progress:
                 progress("append", len(ids), n)
     facts: list[str] = []
-    for j in range(max(1, n // 100)):
+    for j in range(max(1, (n or len(ids)) // 100)):
         for version in ("first", "second"):
             res = mem.facts.propose(scope, claim=f"Service s{j} is owned by team {version}",
                                     kind="system_fact", subject=f"s{j}", attribute="owner",
@@ -92,8 +94,7 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "hash",
     db.compact = compact  # type: ignore[method-assign]
     stats = mem.stats()
     mem.close()
-    if url is None:
-        shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)
     out: dict[str, Any] = {"benchmark": "forget", "backend": target.split(":", 1)[0],
                            "episodes": len(ids), "facts": len(facts), "embedder": embedder}
     for label, lat in timings.items():

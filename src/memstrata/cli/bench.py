@@ -97,7 +97,8 @@ def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None, 
 
 @bench.command("forget")
 @click.option("--n", "n", type=int, default=100_000, show_default=True,
-              help="Episodes in the store before the forgets.")
+              help="Episodes to add before the forgets (0 with --url: measure the store "
+                   "an earlier run filled there).")
 @click.option("--url", default=None, help="Store to fill (default: a fresh SQLite file).")
 @click.option("--embedder", default="hash", show_default=True,
               help="Embedder for the fill (the cost measured is the store's; vectors are "

@@ -45,6 +45,22 @@ def refuse_secret(text: str, field: str) -> str:
     return text
 
 
+def screened_arg(value: Any, field: str, *, max_len: int) -> str:
+    """A stored free-text argument (reasons, notes, outcomes, labels): the text rules of
+    :func:`memstrata.inputs.text_arg`, then its secrets redacted."""
+    from ..inputs import text_arg
+
+    return redact_secrets(text_arg(value, field, max_len=max_len))[0]
+
+
+def identifier_arg(value: Any, field: str, *, max_len: int, hint: str | None = None) -> str:
+    """A stored identifier argument (keys, task names, run ids): the text rules of
+    :func:`memstrata.inputs.text_arg`, and no secret in it (:func:`refuse_secret`)."""
+    from ..inputs import text_arg
+
+    return refuse_secret(text_arg(value, field, max_len=max_len, hint=hint), field)
+
+
 def redact_value(value: Any) -> Any:
     """A JSON-able ``value`` with the secrets in every string redacted (keys included), so a
     value stored as JSON text stays valid JSON and a quoted secret is found too."""
@@ -80,4 +96,5 @@ def screen_record(texts: Mapping[str, str | None], *, actor: str | None,
     return updates, flags
 
 
-__all__ = ["redact_secrets", "redact_value", "refuse_secret", "screen_record"]
+__all__ = ["identifier_arg", "redact_secrets", "redact_value", "refuse_secret", "screen_record",
+           "screened_arg"]

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..clock import Clock, from_text
 from ..errors import NotFound, ValidationError
-from ..governance.safety import redact_secrets, refuse_secret
+from ..governance.safety import identifier_arg, redact_secrets, screened_arg
 from ..inputs import MAX_NAME, MAX_TEXT, clean_text, date_arg, text_arg
 from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
 from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
@@ -42,8 +42,8 @@ MAX_ITEMS = 200
 def task_arg(task: Any) -> str:
     """The one rule for a task name (checkpoints, runs): a non-empty name of at most
     ``MAX_NAME`` characters that holds no secret."""
-    return refuse_secret(text_arg(task, "task", max_len=MAX_NAME,
-                                  hint="name the task, e.g. release-v17"), "task")
+    return identifier_arg(task, "task", max_len=MAX_NAME,
+                          hint="name the task, e.g. release-v17")
 
 
 def _clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -160,7 +160,7 @@ class Checkpoints:
         scope = make_scope(scope)
         task = task_arg(task)
         if outcome is not None:
-            outcome = redact_secrets(text_arg(outcome, "outcome", max_len=MAX_TEXT))[0]
+            outcome = screened_arg(outcome, "outcome", max_len=MAX_TEXT)
         who = None if by is None else text_arg(by, "by", max_len=MAX_NAME)
         now = self._clock.now()
         with self._db.transaction(scope.tenant) as tx:

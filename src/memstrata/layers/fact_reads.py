@@ -20,7 +20,7 @@ from typing import Any
 
 from ..clock import Clock, from_text
 from ..errors import NotFound
-from ..inputs import MAX_NAME, int_arg, record_id_arg, text_arg
+from ..inputs import MAX_NAME, bool_arg, int_arg, record_id_arg, text_arg
 from ..models import Fact, Provenance, Scope, make_scope
 from ..scoping import (
     SCOPE_COLUMNS,
@@ -216,9 +216,10 @@ class FactReads:
 
     def list(self, scope: Scope | dict[str, Any], *, status: str | None = None,
              principal: str | None = None, limit: int = 200,
-             subject: str | None = None) -> builtins.list[Fact]:
+             subject: str | None = None, include_expired: bool = True) -> builtins.list[Fact]:
         """Facts of any status (or one) that apply to the scope, for people and exports
-        (``subject``: only facts about it)."""
+        (``subject``: only facts about it; ``include_expired=False``: none past its
+        ``expires_at``, filtered before the limit)."""
         scope = make_scope(scope)
         limit = int_arg(limit, "limit", low=0, high=100_000)
         statuses = None if status is None else (text_arg(status, "status", max_len=64),)
@@ -227,7 +228,7 @@ class FactReads:
             extra, extra_params = " AND r.subject = ?", [text_arg(subject, "subject",
                                                                   max_len=MAX_NAME)]
         rows = self._select(scope, principal, statuses, extra, extra_params, limit=limit,
-                            include_expired=True)
+                            include_expired=bool_arg(include_expired, "include_expired"))
         now = self._clock.now()
         return [fact_from_row(r, now) for r in rows]
 

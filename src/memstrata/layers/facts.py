@@ -44,9 +44,9 @@ from typing import Any
 from ..clock import Clock
 from ..errors import Conflict, ValidationError
 from ..governance.policy import Candidate, Verdict, WritePolicy, normalise_claim
-from ..governance.safety import redact_secrets
+from ..governance.safety import screened_arg
 from ..ids import new_id
-from ..inputs import date_arg, record_id_arg, text_arg
+from ..inputs import date_arg, record_id_arg
 from ..models import DEFAULT_CONFIDENCE, Fact, Scope, WriteResult, build, make_scope
 from ..scoping import (
     SCOPE_COLUMNS,
@@ -260,7 +260,7 @@ class Facts(FactReads):
                principal: str | None = None, tenant: str | None = None) -> Fact:
         """Take a fact out of the current set without replacing it; history keeps it."""
         fact_id = record_id_arg(fact_id, "fact")
-        reason = redact_secrets(text_arg(reason, "reason", max_len=2000))[0]
+        reason = screened_arg(reason, "reason", max_len=2000)
         tenant, sc = self.caller(scope, tenant)
         now = self._clock.now()
         with self._db.transaction(tenant) as tx:
@@ -309,7 +309,7 @@ class Facts(FactReads):
         slot free. Returns the restored fact.
         """
         fact_id = record_id_arg(fact_id, "fact")
-        reason = redact_secrets(text_arg(reason, "reason", max_len=2000))[0]
+        reason = screened_arg(reason, "reason", max_len=2000)
         tenant, sc = self.caller(scope, tenant)
         now = self._clock.now()
         with self._db.transaction(tenant) as tx:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..errors import ValidationError
-from ..governance.safety import redact_secrets
+from ..governance.safety import screened_arg
 from ..inputs import MAX_TEXT, text_arg
 from ..models import Scope
 from ..scoping import owned_sql, resolve_caller
@@ -56,7 +56,7 @@ class Feedback:
         if layer not in ("fact", "episode") or not ident:
             raise ValidationError(f"feedback takes fact:ID or episode:ID refs, got {ref!r}")
         if note is not None:
-            note = redact_secrets(text_arg(note, "note", max_len=MAX_TEXT))[0]
+            note = screened_arg(note, "note", max_len=MAX_TEXT)
         tenant, sc = resolve_caller(scope, tenant, self._default_tenant)
         now = self._clock.now()
         with self._db.transaction(tenant) as tx:

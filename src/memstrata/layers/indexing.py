@@ -139,13 +139,13 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
             if progress:
                 progress(done, total)
     except MemstrataError as exc:
-        vectors.invalidate()  # what this process cached may be gone
         if not cleared:
             raise
         raise BackendError(f"the reindex stopped after re-embedding {done} of {total} "
                            f"records: {exc}", hint="run the reindex again (it starts over)",
                            done={"cleared": cleared, "embedded": done, "total": total}) from exc
-    vectors.invalidate()
+    finally:
+        vectors.invalidate()  # whatever happened, what this process cached may be gone
     return total
 
 

@@ -24,10 +24,11 @@ from typing import Any
 from ..clock import Clock, from_text
 from ..errors import Conflict, NotFound, ValidationError
 from ..governance.safety import redact_secrets, refuse_secret
-from ..inputs import MAX_NAME, MAX_TEXT, int_arg, text_arg
+from ..inputs import MAX_TEXT, int_arg, text_arg
 from ..models import Operation, Scope, make_scope
 from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
+from .runs import run_id_arg
 from .selector import Selector
 
 _COLUMNS = "key, intent, status, external_ref, error, attempts, run_id, created_at, updated_at"
@@ -73,7 +74,7 @@ class Ledger:
         scope = make_scope(scope)
         key = _text(key, "key", 500)
         intent = _text(intent, "intent")
-        run_id = None if run_id is None else text_arg(run_id, "run_id", max_len=MAX_NAME)
+        run_id = None if run_id is None else run_id_arg(run_id)
         now = self._clock.now()
         bare, params = exact_sql(scope, "")
         with self._db.transaction(scope.tenant) as tx:

@@ -363,6 +363,10 @@ def _stale_reference(proc: Procedure, e: CaseExpect) -> str | None:
 
 
 # -- YAML and diff --------------------------------------------------------
+#: The longest procedure YAML read (a procedure is a page, not a data set).
+MAX_PROCEDURE_TEXT = 200_000
+
+
 def load_procedure(source: str | Path | Mapping[str, Any]) -> Procedure:
     """A Procedure from a mapping, a YAML file path or YAML text."""
     if isinstance(source, Mapping):
@@ -371,11 +375,19 @@ def load_procedure(source: str | Path | Mapping[str, Any]) -> Procedure:
         raise ValidationError(f"a procedure is a mapping, a YAML file path or YAML text, not "
                               f"{type(source).__name__}")
     else:
-        text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
+        try:
+            text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValidationError(f"cannot read the procedure file {source}: {exc}",
+                                  hint="pass the path of a UTF-8 YAML file") from None
+        if len(text) > MAX_PROCEDURE_TEXT:
+            raise ValidationError(f"procedure YAML is {len(text):,} characters, over "
+                                  f"{MAX_PROCEDURE_TEXT:,}", hint="split it into procedures")
         try:
             data = yaml.safe_load(text)
-        except (yaml.YAMLError, ValueError) as exc:  # ValueError: a bad date, e.g. 2026-13-45
-            raise ValidationError(f"procedure YAML does not parse: {exc}") from exc
+        # ValueError: a bad date, e.g. 2026-13-45; RecursionError: absurd nesting
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
+            raise ValidationError(f"procedure YAML does not parse: {exc}") from None
     if not isinstance(data, dict):
         raise ValidationError("a procedure must be a YAML mapping with name, steps, cases...")
     return build(Procedure, **data)

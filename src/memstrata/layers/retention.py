@@ -22,7 +22,6 @@ from ..errors import BackendError, MemstrataError
 from ..store.base import Database, ScratchStore
 from .episodes import Episodes
 from .facts import Facts
-from .scratch import SQLScratchStore
 
 
 def sweep(db: Database, clock: Clock, facts: Facts, episodes: Episodes,
@@ -30,7 +29,7 @@ def sweep(db: Database, clock: Clock, facts: Facts, episodes: Episodes,
     """Expire scratch by TTL, facts and episodes by ``expires_at``."""
     now = clock.now()
     out = {"scratch": 0, "facts": 0, "episodes": 0}
-    in_db = scratch if isinstance(scratch, SQLScratchStore) else None
+    in_db = scratch if scratch.transactional else None
     swept: list[str] = []
     try:
         for tenant in db.tenants():

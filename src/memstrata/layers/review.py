@@ -20,9 +20,9 @@ from typing import Any
 from ..clock import Clock
 from ..errors import Conflict, ValidationError
 from ..governance.policy import Candidate
-from ..governance.safety import redact_secrets
-from ..inputs import int_arg, record_id_arg, text_arg
-from ..models import Fact, Scope, WriteResult, build, make_scope
+from ..governance.safety import screened_arg
+from ..inputs import record_id_arg, text_arg
+from ..models import Fact, Scope, WriteResult, build
 from ..store.base import Database
 from .facts import Facts
 from .indexing import RecordIndex
@@ -41,11 +41,8 @@ class Review:
                 limit: int = 200) -> list[Fact]:
         """Facts waiting for a person, readable in ``scope`` (not those past their
         ``expires_at``: they can no longer be approved)."""
-        scope = make_scope(scope)
-        return [f for f in self._facts.list(scope, status="pending_review", principal=principal,
-                                            limit=int_arg(limit, "limit", low=0,
-                                                          high=100_000))
-                if f.status == "pending_review"]
+        return self._facts.list(scope, status="pending_review", principal=principal,
+                                limit=limit, include_expired=False)
 
     def approve(self, fact_id: str, *, by: str | None = None, claim: str | None = None,
                 scope: Scope | dict[str, Any] | None = None, principal: str | None = None,
@@ -92,7 +89,7 @@ class Review:
                tenant: str | None = None) -> Fact:
         """A person rejects a pending fact; the reason is recorded."""
         fact_id = record_id_arg(fact_id, "fact")
-        reason = redact_secrets(text_arg(reason, "reason", max_len=2000))[0]
+        reason = screened_arg(reason, "reason", max_len=2000)
         if by is not None:
             reason = f"{reason} (rejected by {text_arg(by, 'by', max_len=128)})"
         tenant, sc = self._facts.caller(scope, tenant)

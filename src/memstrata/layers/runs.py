@@ -11,14 +11,22 @@ Contract:
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..clock import Clock
-from ..inputs import MAX_NAME, text_arg
+from ..governance.safety import identifier_arg
+from ..inputs import MAX_NAME
 from ..models import Scope
 from ..scoping import SCOPE_COLUMNS, scope_values
 from ..store.base import Database, Tx
 from .checkpoints import task_arg
 from .selector import Selector
 
+
+def run_id_arg(run_id: Any) -> str:
+    """The one rule for a run id (runs, the ledger, ``mem.run``): a name of at most
+    ``MAX_NAME`` characters that holds no secret."""
+    return identifier_arg(run_id, "run_id", max_len=MAX_NAME)
 
 class Runs:
     """The run log."""
@@ -31,7 +39,7 @@ class Runs:
 
     def start(self, scope: Scope, run_id: str, task: str | None) -> None:
         """Record that run ``run_id`` of ``scope`` began (working on ``task``)."""
-        run_id = text_arg(run_id, "run_id", max_len=MAX_NAME)
+        run_id = run_id_arg(run_id)
         if task is not None:
             task = task_arg(task)
         with self._db.transaction(scope.tenant) as tx:
@@ -57,4 +65,7 @@ class Runs:
         return [r["run_id"] for r in rows]
 
 
-__all__ = ["Runs"]
+__all__ = [
+    "Runs",
+    "run_id_arg",
+]

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..errors import ValidationError
-from ..governance.safety import redact_secrets, redact_value, refuse_secret
+from ..governance.safety import identifier_arg, redact_secrets, redact_value
 from ..inputs import text_arg
 from ..models import Scope
 from ..scoping import SCOPE_COLUMNS, owned_sql, scope_values
@@ -182,7 +182,7 @@ class Scratch:
 
     @staticmethod
     def _key(key: Any) -> str:
-        return refuse_secret(text_arg(key, "key", max_len=MAX_KEY), "key")
+        return identifier_arg(key, "key", max_len=MAX_KEY)
 
     def write(self, key: str, value: Any, *, ttl: timedelta | float | None = None) -> str:
         """Store ``value`` under ``key`` for this run; returns a receipt, not the value."""

@@ -141,6 +141,11 @@ class ScratchStore(Protocol):
         """Delete every expired entry; returns how many."""
         ...
 
+    def sweep_tenant(self, tenant: str, now: datetime) -> int:
+        """Delete one tenant's expired entries; returns how many (a transactional store does
+        it inside the caller's open transaction, so retention sweeps a tenant all at once)."""
+        ...
+
     def forget(self, scope: Scope, match: str | None) -> int:
         """Delete entries owned by ``scope`` (whose key or value contains ``match``)."""
         ...

@@ -160,10 +160,16 @@ class RedisScratchStore:
     def sweep(self, now: datetime) -> int:
         """Delete entries past their expiry on the caller's clock (Redis's own TTL removes
         them on the server clock anyway)."""
+        return self._sweep(f"{_glob(self._ns)}:*", now)
+
+    def sweep_tenant(self, tenant: str, now: datetime) -> int:
+        """:meth:`sweep` for one tenant's entries."""
+        return self._sweep(f"{_glob(self._ns)}:{_glob(_part(tenant))}:*", now)
+
+    def _sweep(self, pattern: str, now: datetime) -> int:
         cut = now.timestamp()
-        stale = [name for name, entry in self._entries(f"{_glob(self._ns)}:*")
-                 if entry["e"] <= cut]
-        return self._unlink(stale)
+        return self._unlink([name for name, entry in self._entries(pattern)
+                             if entry["e"] <= cut])
 
     def forget(self, scope: Scope, match: str | None) -> int:
         """Delete entries owned by ``scope`` whose key or value contains ``match``."""

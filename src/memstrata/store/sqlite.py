@@ -8,7 +8,9 @@ Contract (the schema and its invariants are in :mod:`memstrata.store.sqlite_sche
 - A failed ``ROLLBACK`` never leaves the handle inside a transaction holding the write
   lock: the connection is closed and reopened, and the error is a
   :class:`~memstrata.errors.BackendError`. A failed ``ROLLBACK TO`` of a savepoint ends
-  the enclosing transaction the same way (none of its later statements can autocommit).
+  the enclosing transaction the same way (none of its later statements can autocommit,
+  and no new transaction starts until its frames have exited: nothing the caller meant as
+  part of it can commit on its own).
   Driver errors never escape raw.
 - ``secure_delete`` is on (freed pages are zeroed), the full-text tables delete in place
   (FTS5 ``secure-delete``, migration m006), and :meth:`SQLiteDatabase.compact` truncates
@@ -97,6 +99,7 @@ class SQLiteDatabase:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._depth = 0
+        self._orphaned = 0
         self._conn = self._connect()
         self._migrate()
 
@@ -163,20 +166,33 @@ class SQLiteDatabase:
             pass
         self._reopen()
 
-    def _reopen(self) -> None:
+    def _reopen(self, orphaned: int = 0) -> None:
         """Close the connection (SQLite rolls back what it held) and open a fresh one; the
         transactions open on the old one fail from now on (their statements and COMMIT
-        meet a closed connection)."""
+        meet a closed connection). ``orphaned`` enclosing transactions are still open on
+        the old one: until they have all exited, no new transaction may start (it would
+        commit on its own what the caller meant as part of the ended one)."""
         with suppress(sqlite3.Error):
             self._conn.close()
         self._depth = 0
+        self._orphaned = orphaned
         self._conn = self._connect()
+
+    def _left(self, c: sqlite3.Connection) -> None:
+        """A transaction frame on connection ``c`` exits: one fewer orphaned frame when
+        ``c`` was replaced."""
+        if c is not self._conn and self._orphaned:
+            self._orphaned -= 1
 
     @contextmanager
     def transaction(self, tenant: str, *, write: bool = True,
                     maintenance: bool = False) -> Iterator[_SQLiteTx]:
         del tenant  # every statement names its tenant; SQLite has no session variable
         with self._lock:
+            if self._orphaned:
+                raise BackendError("the enclosing transaction was ended by a failed rollback",
+                                   hint="let the error reach the outermost transaction; "
+                                        "nothing of it was committed")
             c = self._conn
             depth = self._depth
             nested = depth > 0
@@ -197,15 +213,16 @@ class SQLiteDatabase:
             except BaseException as exc:
                 self._depth = depth
                 if c is not self._conn:
-                    pass  # a failed rollback inside already closed and replaced it
+                    self._left(c)  # a failed rollback inside already closed and replaced it
                 elif nested:
                     try:
                         c.execute(f"ROLLBACK TO {sp}")
                         c.execute(f"RELEASE {sp}")
                     except sqlite3.Error:
                         # the enclosing transaction is in an unknown state: end it with the
-                        # connection, so none of its later statements can autocommit
-                        self._reopen()
+                        # connection, so none of its later statements can autocommit, and
+                        # refuse new ones until its frames have exited
+                        self._reopen(orphaned=depth)
                 else:
                     self._rollback_or_reopen()
                 if isinstance(exc, sqlite3.IntegrityError):
@@ -217,7 +234,8 @@ class SQLiteDatabase:
             try:
                 c.execute(f"RELEASE {sp}" if nested else "COMMIT")
             except sqlite3.Error as exc:
-                if not nested:
+                self._left(c)
+                if not nested and c is self._conn:
                     self._rollback_or_reopen()
                 raise BackendError(f"commit failed: {exc}") from exc
 

@@ -40,9 +40,9 @@ from pydantic import BaseModel, ConfigDict
 
 from ...clock import Clock, from_text
 from ...errors import AccessDenied, NotFound, Unauthenticated, ValidationError
-from ...governance.safety import redact_secrets
+from ...governance.safety import screened_arg
 from ...ids import new_id
-from ...inputs import check_name, int_arg, text_arg
+from ...inputs import check_name, int_arg
 from ...models import Scope
 from ...store.base import Database, Row
 
@@ -217,7 +217,7 @@ class KeyStore:
             raise ValidationError(f"actor must be one of {', '.join(KEY_ACTORS)}",
                                   hint="the actor is who this key's writes are attributed to")
         if label is not None:
-            label = redact_secrets(text_arg(label, "label", max_len=200))[0]
+            label = screened_arg(label, "label", max_len=200)
         if rate_per_minute is not None:
             rate_per_minute = int_arg(rate_per_minute, "rate_per_minute", low=1, high=1_000_000)
         lists = [_names(v, f) for v, f in ((users, "users"), (projects, "projects"),
