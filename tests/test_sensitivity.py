@@ -271,3 +271,15 @@ def test_holdout_secrets_never_reach_the_sqlite_file(tmp_path: Path) -> None:
     assert data.count(b"[REDACTED:") >= len(secrets)  # the rows are there, redacted
     leaked = [item["id"] for item in secrets if item["value"].encode("utf-8") in data]
     assert not leaked, leaked
+
+
+@pytest.mark.timeout(20)
+def test_adversarial_long_text_scans_in_linear_time() -> None:
+    """Command-line and placeholder patterns are bounded: text built to make them rescan
+    (many ``<`` without ``>``, a flag repeated along one line) finishes; before the bounds
+    each of these took from 8 s to over 30 s."""
+    texts = ["docker login -p " + "<a" * 50_000, "curl -u a:" + "<a" * 50_000,
+             "mysql -p" + "<a" * 50_000, "http " * 20_000 + " -u", " -a x" * 20_000]
+    for text in texts:
+        scan(text)  # found or not, it returns
+    assert scan("redis-cli -a " + "x" * 30 + " -a hunter2xyz").has_secret
