@@ -552,7 +552,7 @@ def positions(calls: int, size: str, *, rollback_fails: bool) -> list[int]:
     """The calls to fail: all of them at full size; at ci size every call of a short path,
     else both ends and a stride between (the rollback variant samples more sparsely)."""
     every = list(range(1, calls + 1))
-    edge, limit = (2, 6) if rollback_fails else (5, 16)
+    edge, limit = (2, 5) if rollback_fails else (4, 12)
     if size == "full" or calls <= limit:
         return every
     stride = max(2, (calls - 2 * edge) // (limit - 2 * edge))

@@ -44,7 +44,7 @@ from memstrata import ManualClock, Memory, MemstrataError, Scope, ToolDispatcher
 from memstrata.interfaces.tools import TOOLS
 
 S = Scope(user="alice", project="docs-site")
-SIZES = {"ci": {"calls": 1100, "tool_calls": 400}, "full": {"calls": 16_000, "tool_calls": 5000}}
+SIZES = {"ci": {"calls": 700, "tool_calls": 250}, "full": {"calls": 16_000, "tool_calls": 5000}}
 SEEDS = {"sqlite": 1, "postgres": 2, "postgres+redis": 3}
 RESEED_EVERY = 150
 

@@ -51,7 +51,7 @@ SCRATCH_KEYS = ("k0", "k1", "k2")
 TTLS = (60, 120, 600)  # seconds; Redis also expires on its own clock, so never shorter
 ADVANCES = (1, 30, 90, 400)
 
-SIZES = {"ci": {"max_examples": 20, "stateful_step_count": 25},
+SIZES = {"ci": {"max_examples": 10, "stateful_step_count": 25},
          "full": {"max_examples": 100, "stateful_step_count": 50}}
 
 #: Shrinking a failure of a long stateful run can take many minutes: the failing steps are
