@@ -70,12 +70,11 @@ RETIRE_AFTER_CONTRADICTIONS = 3
 DEDUP_MODES = ("policy", "slot", "off")
 
 
-def _near_note(similar: Sequence[tuple[str, float]], near: Sequence[str]) -> str:
+def _near_note(similar: Sequence[tuple[str, float]]) -> str:
     """The reason's suffix naming facts of other slots near the claim (a suggestion)."""
-    if not near:
+    if not similar:
         return ""
-    score = {f"fact:{fid}": s for fid, s in similar}
-    named = ", ".join(f"{ref} (cosine {score[ref]:.2f})" for ref in near[:3])
+    named = ", ".join(f"fact:{fid} (cosine {score:.2f})" for fid, score in similar[:3])
     return f"; stored in its own slot, near {named}: merge them if they say the same"
 
 
@@ -164,7 +163,7 @@ class Facts(FactReads):
                                    reason="an equivalent fact exists; kept the older record "
                                           "and confirmed it", detectors=list(verdict.detectors))
             near = [f"fact:{fid}" for fid, _ in similar]
-            hint = _near_note(similar, near)
+            hint = _near_note(similar)
             if verdict.action == "pending":
                 fact = self._insert(tx, cand, verdict, now, status="pending_review",
                                     vector=vector)

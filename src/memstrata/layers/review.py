@@ -89,9 +89,10 @@ class Review:
                tenant: str | None = None) -> Fact:
         """A person rejects a pending fact; the reason is recorded."""
         fact_id = record_id_arg(fact_id, "fact")
-        reason = screened_arg(reason, "reason", max_len=2000)
         if by is not None:
-            reason = f"{reason} (rejected by {text_arg(by, 'by', max_len=128)})"
+            reason = (f"{text_arg(reason, 'reason', max_len=2000)} "
+                      f"(rejected by {text_arg(by, 'by', max_len=128)})")
+        reason = screened_arg(reason, "reason", max_len=2200)
         tenant, sc = self._facts.caller(scope, tenant)
         with self._db.transaction(tenant) as tx:
             fact = self._facts.get_in(tx, tenant, fact_id, sc, principal)
