@@ -177,7 +177,7 @@ class StoreProbe:
         """Whether ``text`` (case-insensitive) is anywhere the backend keeps data: the SQLite
         files' bytes; on PostgreSQL every text, json and tsvector column of every table."""
         if self.backend == "sqlite":
-            blob = b"".join(p.read_bytes() for p in self.path.parent.glob(self.path.name + "*"))
+            blob = b"".join(p.read_bytes() for p in sqlite_store_files(self.path))
             return text.lower().encode() in blob.lower()
         assert self._admin is not None
         with psycopg.connect(self._admin) as conn:
@@ -201,6 +201,27 @@ def store(request: pytest.FixtureRequest, backend: str, store_url: str) -> Store
     if backend != "sqlite":
         admin = request.getfixturevalue("pg_conformance_db").admin_url
     return StoreProbe(backend, store_url, admin)
+
+
+def sqlite_store_files(path: Path) -> list[Path]:
+    """Every file a SQLite store keeps: the database, its WAL and shared memory, and the
+    vector index's memory-mapped files in ``<db>-vectors/``."""
+    files = [p for p in path.parent.glob(path.name + "*") if p.is_file()]
+    vectors = path.with_name(path.name + "-vectors")
+    if vectors.is_dir():
+        files += sorted(p for p in vectors.iterdir() if p.is_file())
+    return files
+
+
+def remove_sqlite_store(path: Path) -> None:
+    """Delete a SQLite store and its vector files."""
+    import shutil
+
+    for p in path.parent.glob(path.name + "*"):
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
 
 
 def sqlite_row_counts(path: Path) -> dict[str, int]:

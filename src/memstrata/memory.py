@@ -12,6 +12,7 @@ run whose scratchpad is discarded when it ends.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .clock import Clock, SystemClock
 from .config import Config
-from .errors import NotFound, ValidationError
+from .errors import MemstrataError, NotFound, ValidationError
 from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
 from .inputs import options_arg
@@ -169,7 +170,11 @@ class Memory:
         self.gate.ranker = value or hybrid
 
     def close(self) -> None:
-        """Close the database and the scratch store."""
+        """Bring the vector files up to date (the next process opens them instead of
+        loading), then close the database and the scratch store."""
+        if self.index.made_vectors is not None:
+            with contextlib.suppress(MemstrataError):  # a cache: the next open rebuilds it
+                self.index.made_vectors.sync()
         self.db.close()
         self.scratch_store.close()
 
@@ -268,16 +273,15 @@ class Memory:
                force: bool = False, dry_run: bool = False) -> ForgetReport:
         """Delete for real, everywhere the content lives; returns counts per layer."""
         targets = ForgetTargets(self.facts, self.episodes, self.checkpoints, self.ledger,
-                                self.procedures, self.runs, self._feedback, self.scratch_store)
-        report = _forget(self.db, targets, scope, match=match, subject=subject,
-                         record_ids=record_ids, force=force, dry_run=dry_run)
-        if not dry_run and self.index.vectors is not None:
-            self.index.vectors.invalidate()
-        return report
+                                self.procedures, self.runs, self._feedback, self.scratch_store,
+                                self.index.vectors)
+        return _forget(self.db, targets, scope, match=match, subject=subject,
+                       record_ids=record_ids, force=force, dry_run=dry_run)
 
     def sweep(self) -> dict[str, int]:
         """Retention: expire scratch by TTL, facts and episodes by ``expires_at``."""
-        return _sweep(self.db, self.clock, self.facts, self.episodes, self.scratch_store)
+        return _sweep(self.db, self.clock, self.facts, self.episodes, self.scratch_store,
+                      self.index.vectors)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Re-embed every fact and episode with the current embedder (after a model

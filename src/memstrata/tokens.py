@@ -41,6 +41,7 @@ __all__ = [
     "estimate_tokens",
     "exact_counting_available",
     "truncate_to_tokens",
+    "warm",
 ]
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,16 @@ def _get_encoder() -> _Encoder | None:
             _encoder = None
         _loaded = True
         return _encoder
+
+
+def warm() -> None:
+    """Start loading the encoder on a background thread (about 0.5 s on these machines)
+    and return at once; :func:`count_tokens` waits for it. The gate calls this when a
+    search starts, so the load overlaps the query embedding and the index reads, which
+    release the GIL, instead of following them."""
+    if _loaded or _lock.locked():
+        return
+    threading.Thread(target=_get_encoder, name="memstrata-tokens", daemon=True).start()
 
 
 def exact_counting_available() -> bool:

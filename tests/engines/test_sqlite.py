@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from backends import sqlite_store_files
 from memstrata import Memory, Scope
 from memstrata.store.sqlite_driver import sqlite3
 
@@ -23,7 +24,8 @@ def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")]
     assert names == ["m001_initial", "m002_tenants", "m003_episode_threads", "m004_api_keys",
-                     "m005_drop_source_thread_index", "m006_fts_secure_delete"]
+                     "m005_drop_source_thread_index", "m006_fts_secure_delete",
+                     "m007_vector_files"]
     mem.close()
     Memory.open(f"sqlite:///{db_path}", embedder=None).close()  # reopen: no re-run
     assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names
@@ -69,7 +71,7 @@ def test_a_forget_scrubs_the_full_text_index_in_place(mem: Memory, db_path: Path
     segments = c.execute("SELECT count(*) FROM episodes_fts_data").fetchone()[0]
     report = mem.forget(scope, record_ids=[eps[123].ref])
     assert report.counts["episodes"] == 1 and report.compacted
-    blob = b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
+    blob = b"".join(p.read_bytes() for p in sqlite_store_files(db_path))
     assert b"token0123x" not in blob and b"token0124x" in blob
     assert [h.ref for h in mem.episodes.search(scope, "token0124x")] == [eps[124].ref]
     assert mem.episodes.search(scope, "token0123x") == []

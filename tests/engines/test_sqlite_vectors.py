@@ -1,5 +1,7 @@
 """The SQLite vector index: a model change is refused until reindex; the two-stage search
-of a large block agrees with the exact one. (PostgreSQL's HNSW counterparts are in
+of a large block agrees with the exact one; the memory-mapped files beside the store are
+opened by a new process instead of loaded, lose a forgotten vector at once, and are rebuilt
+when they do not match the store. (PostgreSQL's HNSW counterparts are in
 ``test_postgres.py``.)"""
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def test_two_stage_search_agrees_with_exact_search(tmp_path: Path, clock: Manual
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from memstrata.bench.synthetic import QUERIES, episodes
     from memstrata.store import sqlite_vectors as vmod
+    from memstrata.store import vector_segment as segment
 
     mem = Memory.open(f"sqlite:///{tmp_path / 'p.db'}", clock=clock,
                       embedder=HashingEmbedder(dims=256))
@@ -49,12 +52,128 @@ def test_two_stage_search_agrees_with_exact_search(tmp_path: Path, clock: Manual
             return [i for i, _ in index.search(tx, ALICE, "alice", qvec, 10, now=clock.now())]
 
     exact = {q: top(q) for q in QUERIES}
-    monkeypatch.setattr(vmod, "PROJECT_ABOVE", 1000)
+    monkeypatch.setattr(segment, "PROJECT_ABOVE", 1000)
     monkeypatch.setattr(vmod, "RERANK", 200)
-    index.invalidate()
+    index.invalidate()  # reopened from its files, which are projected on the next search
     approx = {q: top(q) for q in QUERIES}
-    block = next(iter(index._blocks.values()))
+    block = next(iter(index._segments.values()))
     assert block.proj is not None  # the two-stage path really ran
     overlap = sum(len(set(exact[q]) & set(approx[q])) for q in QUERIES) / (10 * len(QUERIES))
     assert overlap >= 0.9
     mem.close()
+
+
+def _vector_files(db: Path) -> list[Path]:
+    return sorted(p for p in db.with_name(db.name + "-vectors").iterdir() if p.is_file())
+
+
+def _stored_vector(db: Path, record_id: str) -> bytes:
+    from memstrata.store.sqlite_driver import sqlite3
+
+    conn = sqlite3.connect(str(db))
+    try:
+        row = conn.execute("SELECT vec FROM vectors WHERE record_id = ?", (record_id,)).fetchone()
+    finally:
+        conn.close()
+    assert row is not None
+    return bytes(row[0])
+
+
+def _texts(n: int) -> list[dict[str, Any]]:
+    topics = ["the billing export failed", "Bob moved the standup", "the staging cluster ran "
+              "out of disk", "Alice approved the design doc", "the nightly backup finished"]
+    return [{"scope": ALICE, "text": f"{topics[i % 5]} (ticket {1000 + i})", "actor": "user",
+             "source": f"chat:{i}", "thread": f"t{i // 4}"} for i in range(n)]
+
+
+def test_forget_removes_the_vector_from_the_index_files(tmp_path: Path, minilm: Any) -> None:
+    db = tmp_path / "f.db"
+    mem = Memory.open(f"sqlite:///{db}", embedder=minilm)
+    eps = mem.episodes.append_many(_texts(40))
+    target = eps[17]
+    query = "which ticket was about the staging cluster disk"
+    assert target.ref in mem.recall(ALICE, query, layers=["episodes"], k=40).refs
+    vec = _stored_vector(db, target.id)
+    blob = b"".join(p.read_bytes() for p in _vector_files(db))
+    assert vec in blob and target.id.encode() in blob  # the files really hold it
+    other = Memory.open(f"sqlite:///{db}", embedder=minilm)  # another process's view
+    assert target.ref in other.recall(ALICE, query, layers=["episodes"], k=40).refs
+
+    report = mem.forget(ALICE, record_ids=[target.ref])
+    assert report.counts["vectors"] >= 1
+    blob = b"".join(p.read_bytes() for p in _vector_files(db))
+    assert vec not in blob and target.id.encode() not in blob
+    assert target.ref not in mem.recall(ALICE, query, layers=["episodes"], k=40).refs
+    assert target.ref not in other.recall(ALICE, query, layers=["episodes"], k=40).refs
+    # a neighbour re-embedded by the forget is found with its new vector, not its old one
+    found = other.recall(ALICE, query, layers=["episodes"], k=40).refs
+    assert eps[16].ref in found and eps[18].ref in found
+    other.close()
+    mem.close()
+
+
+def test_a_new_process_opens_the_files_instead_of_loading(tmp_path: Path, clock: ManualClock,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstrata.store.sqlite_vectors import SQLiteVectorIndex
+
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    mem = Memory.open(url, clock=clock, embedder=HashingEmbedder(dims=128))
+    mem.episodes.append_many(_texts(300))
+    mem.close()  # close brings the files up to date though nothing was searched
+    read: list[int] = []
+    original = SQLiteVectorIndex._fetch
+
+    def counting(self: SQLiteVectorIndex, *args: Any) -> Any:
+        rows = original(self, *args)
+        read.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(SQLiteVectorIndex, "_fetch", counting)
+    again = Memory.open(url, clock=clock, embedder=HashingEmbedder(dims=128))
+    first = again.recall(ALICE, "staging cluster disk", layers=["episodes"], k=10).refs
+    assert first and read == []  # nothing was read from the table
+    again.episodes.append(ALICE, text="the staging cluster disk alarm fired again",
+                          actor="user", source="chat:new", thread="t-new")
+    after = again.recall(ALICE, "staging cluster disk alarm", layers=["episodes"], k=10)
+    assert read == [1]  # only the new row
+    assert after.items[0].excerpt.startswith("the staging cluster disk alarm")
+    again.close()
+
+
+def test_rowids_never_repeat_so_a_replaced_last_vector_is_not_mistaken(
+        tmp_path: Path, clock: ManualClock) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    mem = Memory.open(url, clock=clock, embedder=HashingEmbedder(dims=128))
+    eps = mem.episodes.append_many(_texts(10))
+    assert mem.recall(ALICE, "nightly backup", layers=["episodes"]).items
+    index = mem.index.vectors
+    assert index is not None
+    newest = eps[-1]
+    fresh = HashingEmbedder(dims=128).embed(["a sentence about llamas and glaciers"])
+    with mem.db.transaction(ALICE.tenant) as tx:  # replace the vector of the highest rowid
+        index.add(tx, "episodes", ALICE.tenant, [newest.id], fresh)
+    hits = mem.recall(ALICE, "a sentence about llamas and glaciers", layers=["episodes"],
+                      decision="planning", k=3)
+    assert newest.ref in hits.refs
+    mem.close()
+
+
+def test_files_that_do_not_match_the_store_are_rebuilt(tmp_path: Path,
+                                                       clock: ManualClock) -> None:
+    import shutil
+
+    emb = HashingEmbedder(dims=128)
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    mem_a = Memory.open(f"sqlite:///{a}", clock=clock, embedder=emb)
+    mem_a.episodes.append_many(_texts(30))
+    mem_a.close()
+    mem_b = Memory.open(f"sqlite:///{b}", clock=clock, embedder=emb)
+    mine = mem_b.episodes.append(ALICE, text="the llama sanctuary opened on Tuesday",
+                                 actor="user", source="chat:b")
+    mem_b.close()
+    shutil.rmtree(b.with_name("b.db-vectors"))
+    shutil.copytree(a.with_name("a.db-vectors"), b.with_name("b.db-vectors"))  # A's files
+    mem_b = Memory.open(f"sqlite:///{b}", clock=clock, embedder=emb)
+    refs = mem_b.recall(ALICE, "llama sanctuary", layers=["episodes"], k=10).refs
+    assert refs == [mine.ref]  # nothing of store A, and B's own episode found
+    mem_b.close()

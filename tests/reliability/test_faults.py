@@ -52,7 +52,7 @@ from faults import (
 )
 from psycopg import sql as pg_sql
 
-from backends import PG_TABLES
+from backends import PG_TABLES, remove_sqlite_store
 from memstrata import (
     ActivationRefused,
     ExplicitProposer,
@@ -110,8 +110,7 @@ class Store:
         """Close, empty everything, open again (a new clock at START)."""
         self.close()
         if self.backend == "sqlite":
-            for p in self.path.parent.glob(self.path.name + "*"):
-                p.unlink()
+            remove_sqlite_store(self.path)
         else:
             empty(self.admin)
         if self.scratch_url:
@@ -154,8 +153,7 @@ class Store:
         """Back to a saved state, through a new Memory (a new process's view)."""
         self.close()
         if self.backend == "sqlite":
-            for p in self.path.parent.glob(self.path.name + "*"):
-                p.unlink()
+            remove_sqlite_store(self.path)
             self.path.write_bytes(saved.data)
         else:
             conn = self.admin

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from backends import StoreProbe
+from backends import StoreProbe, sqlite_store_files
 from memstrata import ManualClock, Memory, MemstrataError, NotFound, Scope, ToolDispatcher
 
 ALICE = Scope(tenant="acme", user="alice", project="p")
@@ -290,7 +290,7 @@ def canary_bytes(store: StoreProbe, scratch_url: str | None, word: str) -> int:
     """Occurrences of ``word`` in the raw storage: the SQLite files' bytes; on PostgreSQL
     the columns that hold it (StoreProbe, as the owner) and the Redis keys."""
     if store.backend == "sqlite":
-        blob = b"".join(p.read_bytes() for p in store.path.parent.glob(store.path.name + "*"))
+        blob = b"".join(p.read_bytes() for p in sqlite_store_files(store.path))
         return blob.lower().count(word.encode())
     return int(store.contains(word)) + redis_hits(scratch_url, word)
 

@@ -43,55 +43,82 @@ def bench() -> None:
 
 
 @bench.command("store")
-@click.option("--sizes", default="10000,100000", show_default=True)
-@click.option("--single", type=int, default=2000, show_default=True)
+@click.option("--sizes", default="10000,100000", show_default=True,
+              help="Store sizes at which search (and, with an embedder, recall) is timed.")
+@click.option("--texts", type=int, default=10_000, show_default=True,
+              help="Texts whose writes are timed: one by one, with append_many and (with an "
+                   "embedder) by the embedder alone, the same texts each time.")
+@click.option("--single", type=int, default=None,
+              help="Append only the first N texts one by one (default: all of --texts).")
 @click.option("--out", default="bench-results/store.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--embedder", default=None,
               help="Embed every write (e.g. minilm) and report the embedder's own batched rate "
-                   "on the same texts; default none (the store on its own).")
-def bench_store(sizes: str, single: int, out: str, as_json: bool, embedder: str | None) -> None:
+                   "on the same texts, and recall beside embedding the query alone; default "
+                   "none (the store on its own).")
+def bench_store(sizes: str, texts: int, single: int | None, out: str, as_json: bool,
+                embedder: str | None) -> None:
     """Episode append throughput and search latency on SQLite."""
     from ..bench.store import run
 
     bar, update = _progress()
     with bar:
-        res = run(sizes=[int(s) for s in sizes.split(",")], single=single, progress=update,
-                  embedder=embedder)
+        res = run(sizes=[int(s) for s in sizes.split(",")], single=single, texts=texts,
+                  progress=update, embedder=embedder)
     if not as_json:
-        table("store benchmark", ["episodes", "search p50 ms", "search p95 ms", "db MB"],
-              [[v["episodes"], v["search_p50_ms"], v["search_p95_ms"],
-                f"{v['db_bytes'] / 1e6:.1f}"] for v in res["sizes"].values()])
-        click.echo(f"append: {res['append_single_per_s']}/s one by one, "
-                   f"{res['append_batched_per_s']}/s batched; peak RSS {res['peak_rss_mb']} MB")
-        if res.get("embed_batched_per_s"):
+        semantic = res.get("embed_batched_per_s") is not None
+        headers = ["episodes", "search p50 ms", "search p95 ms", "db MB"]
+        if semantic:
+            headers += ["recall p50 ms", "query embed p50 ms", "recall / embed"]
+        rows = []
+        for v in res["sizes"].values():
+            row = [v["episodes"], v["search_p50_ms"], v["search_p95_ms"],
+                   f"{v['db_bytes'] / 1e6:.1f}"]
+            if semantic:
+                row += [v["recall_p50_ms"], v["embed_query_p50_ms"], v["recall_vs_embed"]]
+            rows.append(row)
+        table("store benchmark", headers, rows)
+        click.echo(f"append on the same {res['texts']:,} texts: "
+                   f"{res['append_single_per_s']}/s one by one ({res['single']:,} texts), "
+                   f"{res['append_batched_per_s']}/s with append_many "
+                   f"(x{res.get('append_batched_vs_single')}); append_many peak RSS "
+                   f"{res['append_many_peak_rss_mb']} MB, process peak {res['peak_rss_mb']} MB")
+        if semantic:
             click.echo(f"the embedder alone, batched on the same texts: "
-                       f"{res['embed_batched_per_s']}/s ({res['embedder']})")
+                       f"{res['embed_batched_per_s']}/s ({res['embedder']}); append_many "
+                       f"runs at x{res.get('append_batched_vs_embedder')} of it")
     _write(res, out, as_json)
 
 
 @bench.command("latency")
-@click.option("--n", "n", type=int, default=100_000, show_default=True)
+@click.option("--n", "n", type=int, default=100_000, show_default=True,
+              help="Episodes to add; 0 measures the store at --url in this new process.")
 @click.option("--url", default=None, help="Store to fill (default: a fresh SQLite file).")
 @click.option("--embedder", default="minilm", show_default=True)
 @click.option("--distinct", type=int, default=None,
               help="Distinct texts (default n); past them texts repeat with new dates, so a "
                    "1M store needs only this many embeddings.")
+@click.option("--query-embedder", default=None,
+              help="Embed each query with this model too, for its cost (e.g. minilm over a "
+                   "store filled with hash:384 vectors).")
 @click.option("--out", default="bench-results/latency.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
-def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None, out: str,
-                  as_json: bool) -> None:
+def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None,
+                  query_embedder: str | None, out: str, as_json: bool) -> None:
     """Write throughput with embeddings, recall p50/p95, peak RSS, DB size."""
     from ..bench.latency import run
 
     bar, update = _progress()
     with bar:
-        res = run(n, url=url, embedder=embedder, distinct=distinct, progress=update)
+        res = run(n, url=url, embedder=embedder, distinct=distinct, progress=update,
+                  query_embedder=query_embedder)
     if not as_json:
         table(f"recall latency at {res['episodes']:,} episodes ({res['backend']})",
-              ["write/s", "recall p50 ms", "recall p95 ms", "peak RSS MB", "db MB"],
-              [[res["write_per_s"], res["recall_p50_ms"], res["recall_p95_ms"],
-                res["peak_rss_mb"], f"{(res['db_bytes'] or 0) / 1e6:.1f}"]])
+              ["write/s", "open+first s", "recall p50 ms", "recall p95 ms",
+               "query embed p50 ms", "peak RSS MB", "db MB"],
+              [[res["write_per_s"], res["open_first_query_s"], res["recall_p50_ms"],
+                res["recall_p95_ms"], res["embed_query_p50_ms"], res["peak_rss_mb"],
+                f"{(res['db_bytes'] or 0) / 1e6:.1f}"]])
     _write(res, out, as_json)
 
 

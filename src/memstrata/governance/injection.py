@@ -616,31 +616,10 @@ _WORD = re.compile(r"[^\W\d_]+")
 _PREFIX_MAX = 8
 
 
-class _AnchorCheck:
-    """Which anchors occur in one lower-cased text, answered cheaply and remembered.
-
-    An ASCII word anchor (``ignor``) matches the start of a word, looked up in
-    the set of word prefixes; anything else (``you are now``, ``<|``, ``忽略``)
-    is a substring search, skipped when its first word is absent.
-    """
-
-    def __init__(self, lowered: str) -> None:
-        self._text = lowered
-        self._prefixes = {w[:k] for w in set(_WORD.findall(lowered))
-                          for k in range(1, min(len(w), _PREFIX_MAX) + 1)}
-        self._seen: dict[str, bool] = {}
-
-    def __call__(self, anchor: str) -> bool:
-        hit = self._seen.get(anchor)
-        if hit is None:
-            if anchor.isascii() and anchor.isalpha():
-                hit = anchor[:_PREFIX_MAX] in self._prefixes
-            else:
-                first = re.match(r"[a-z]+", anchor)
-                hit = (first is None or first.group()[:_PREFIX_MAX] in self._prefixes) and (
-                    anchor in self._text)
-            self._seen[anchor] = hit
-        return hit
+def _word_prefixes(lowered: str) -> set[str]:
+    """Every prefix (up to ``_PREFIX_MAX`` letters) of every word of a lower-cased text."""
+    return {w[:k] for w in set(_WORD.findall(lowered))
+            for k in range(1, min(len(w), _PREFIX_MAX) + 1)}
 
 
 class InjectionDetector:
@@ -687,7 +666,20 @@ class InjectionDetector:
         for i, (_, _, anchors, _) in enumerate(compiled):
             for a in anchors:
                 by_anchor.setdefault(a, []).append(i)
-        self._by_anchor = {a: tuple(ix) for a, ix in by_anchor.items()}
+        # An ASCII word anchor (``ignor``) matches the start of a word: looked up, all at
+        # once, in the text's set of word prefixes. Anything else (``you are now``, ``<|``,
+        # ``忽略``) is a substring search, skipped when its first word is absent. (Asking
+        # each of the 328 anchors in turn cost 1.3 ms a text, more than a MiniLM embedding.)
+        self._by_prefix: dict[str, set[int]] = {}
+        substring: list[tuple[str, str | None, tuple[int, ...]]] = []
+        for anchor, ix in by_anchor.items():
+            if anchor.isascii() and anchor.isalpha():
+                self._by_prefix.setdefault(anchor[:_PREFIX_MAX], set()).update(ix)
+            else:
+                first = re.match(r"[a-z]+", anchor)
+                substring.append((anchor, first.group()[:_PREFIX_MAX] if first else None,
+                                  tuple(ix)))
+        self._substring = tuple(substring)
         self._hidden = "hidden_instruction" not in off
         self._invisible = "invisible_text" not in off
 
@@ -705,11 +697,13 @@ class InjectionDetector:
         lowered = norm.lower()
         if len(lowered) != len(norm):  # a few characters grow when lower-cased (İ)
             lowered = "".join(c.lower()[:1] for c in norm)
-        present = _AnchorCheck(lowered)
+        prefixes = _word_prefixes(lowered)
         found: list[InjectionFinding] = []
         woken = set(self._always)
-        for anchor, patterns in self._by_anchor.items():
-            if present(anchor):
+        for key in prefixes & self._by_prefix.keys():
+            woken |= self._by_prefix[key]
+        for anchor, first, patterns in self._substring:
+            if (first is None or first in prefixes) and anchor in lowered:
                 woken.update(patterns)
         for i in sorted(woken):
             name, rx, _anchors, cased = self._patterns[i]

@@ -17,8 +17,9 @@ Contract:
 - Scratch entries in the database are deleted in the same transaction; in another store
   (Redis) right after the commit, a failure reported in ``notes``.
 - Afterwards the backend compacts (FTS optimize, WAL truncate, secure delete), so the
-  forgotten text is not in the database file's bytes; a failed compaction is reported
-  (``compacted=False``) and retried by the next one, never raised over a committed forget.
+  forgotten text is not in the database file's bytes, and a vector index with files of its
+  own scrubs the forgotten vectors from them; a failure of either is reported
+  (``compacted=False``, a note) and retried later, never raised over a committed forget.
 - Returns a ForgetReport with counts per layer; ``vectors`` counts the stored vectors of
   the forgotten records (measured, the same in a dry run); ``dry_run`` changes nothing.
 """
@@ -32,7 +33,7 @@ from typing import Any
 from ..errors import AccessDenied, MemstrataError
 from ..inputs import bool_arg
 from ..models import ForgetReport, Scope
-from ..store.base import Database, ScratchStore
+from ..store.base import Database, ScratchStore, VectorIndex
 from .checkpoints import Checkpoints
 from .episodes import Episodes
 from .facts import Facts
@@ -55,6 +56,8 @@ class ForgetTargets:
     runs: Runs
     feedback: Feedback
     scratch: ScratchStore
+    #: The vector index, when it keeps files of its own beside the database (SQLite).
+    vectors: VectorIndex | None = None
 
 
 def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *,
@@ -113,6 +116,13 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
             compacted = False
             notes.append(f"forgotten, but compaction failed ({exc}); the next compaction "
                          "(a later forget, or a sweep that deletes) rewrites the files")
+        if layers.vectors is not None:
+            try:  # the index's own files lose the forgotten vectors now
+                layers.vectors.sync(sel.scope.tenant)
+            except MemstrataError as exc:
+                compacted = False
+                notes.append(f"forgotten, but the vector files were not scrubbed ({exc}); "
+                             "the next search or close of the store scrubs them")
     order = ("facts", "episodes", "checkpoints", "operations", "procedures", "runs",
              "feedback", "scratch", "vectors")
     return ForgetReport(scope=sel.scope, counts={k: counts[k] for k in order}, ids=refs,

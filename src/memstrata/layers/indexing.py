@@ -63,6 +63,11 @@ class RecordIndex:
             self._vectors = self.db.vector_index(self.embedder.model_name, self.embedder.dims)
         return self._vectors
 
+    @property
+    def made_vectors(self) -> VectorIndex | None:
+        """The vector index if this process already made it (never asks the embedder)."""
+        return self._vectors
+
     def embed(self, texts: Sequence[str]) -> np.ndarray | None:
         """Vectors for texts, computed before the transaction opens (None without embedder)."""
         if self.embedder is None or not texts:

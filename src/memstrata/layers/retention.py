@@ -8,8 +8,9 @@ in the database, else (Redis) after every tenant's transaction committed. Each t
 all or nothing. A failure after a tenant was swept raises a BackendError that says what
 was done (``details["done"]``: the tenants swept and the counts; a second sweep finishes
 the job); one before any commit raises as it is (nothing changed). After deletions the
-backend compacts, so the expired text leaves the files; a failed compaction is logged,
-never raised over the committed sweep, and redone by the next one. Each layer changes its
+backend compacts, so the expired text leaves the files, and a vector index with files of
+its own scrubs the deleted vectors from them; a failure of either is logged, never raised
+over the committed sweep, and redone by the next one. Each layer changes its
 own table; this module only composes them. Returns the counts per layer.
 """
 
@@ -19,13 +20,13 @@ import logging
 
 from ..clock import Clock
 from ..errors import BackendError, MemstrataError
-from ..store.base import Database, ScratchStore
+from ..store.base import Database, ScratchStore, VectorIndex
 from .episodes import Episodes
 from .facts import Facts
 
 
 def sweep(db: Database, clock: Clock, facts: Facts, episodes: Episodes,
-          scratch: ScratchStore) -> dict[str, int]:
+          scratch: ScratchStore, vectors: VectorIndex | None = None) -> dict[str, int]:
     """Expire scratch by TTL, facts and episodes by ``expires_at``."""
     now = clock.now()
     out = {"scratch": 0, "facts": 0, "episodes": 0}
@@ -56,6 +57,13 @@ def sweep(db: Database, clock: Clock, facts: Facts, episodes: Episodes,
             logging.getLogger("memstrata").warning(
                 "swept %s, but compaction failed (%s); the next compaction (a later sweep "
                 "that deletes, or a forget) rewrites the files", out, exc)
+        if vectors is not None:
+            try:  # the index's own files lose the deleted episodes' vectors now
+                vectors.sync()
+            except MemstrataError as exc:
+                logging.getLogger("memstrata").warning(
+                    "swept %s, but the vector files were not scrubbed (%s); the next search "
+                    "or close of the store scrubs them", out, exc)
     return out
 
 

@@ -12,10 +12,11 @@ absolute relevance floor. The evaluation harness swaps rankers through the same 
 
 from __future__ import annotations
 
+import _thread
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -75,11 +76,14 @@ def coverage(query_terms: Sequence[str], text: str) -> float:
     """Share of the query's content words (stemmed by prefix) present in ``text``."""
     if not query_terms:
         return 0.0
-    words = set(terms(text))
+    words = terms(text)
+    present = set(words)
+    # " w1 w2 ...": a word starts with ``stem`` exactly when " " + stem occurs in it
+    # (content words hold no spaces); one substring search instead of a loop over words
+    joined = " " + " ".join(words)
     hit = 0
     for q in query_terms:
-        stem = q[:5] if len(q) > 5 else q
-        if q in words or any(w.startswith(stem) for w in words):
+        if q in present or (" " + (q[:5] if len(q) > 5 else q)) in joined:
             hit += 1
     return hit / len(query_terms)
 
@@ -127,40 +131,99 @@ def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) ->
     return out
 
 
+class _QueryEmbedding:
+    """The query's vector, computed on a worker thread while the lexical searches run.
+
+    onnxruntime and SQLite both release the GIL, so the full-text searches (the largest
+    share of a recall past a few thousand episodes) cost no wall time beside the
+    embedding, and a small store answers in about the embedding's time. The thread holds
+    no transaction: :func:`hybrid` waits for it between its two read transactions.
+    """
+
+    def __init__(self, index: RecordIndex, query: str) -> None:
+        self._vector: Any = None
+        self._error: BaseException | None = None
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        # a bare thread: threading.Thread.start() waits until the new thread runs, which
+        # on a busy machine costs a scheduler tick (milliseconds) before the search starts
+        _thread.start_new_thread(self._run, (index, query))
+
+    def _run(self, index: RecordIndex, query: str) -> None:
+        try:
+            self._vector = index.embed_query(query)
+        except BaseException as exc:  # re-raised in the caller's thread by result()
+            self._error = exc
+        finally:
+            self._done.release()
+
+    def result(self) -> Any:
+        """The vector (the embedder's own error, raised here, if it failed)."""
+        with self._done:
+            pass
+        if self._error is not None:
+            raise self._error
+        return self._vector
+
+
 def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
-    """The default ranker (see the module docstring)."""
+    """The default ranker (see the module docstring).
+
+    Two read transactions: the lexical searches first, while the query is embedded
+    (:class:`_QueryEmbedding`), then the vector searches, the rows and the scores. A
+    candidate forgotten between them is dropped (its row is gone), never shown.
+    """
     q_terms = terms(req.query)
     hits: list[Hit] = []
     raw: dict[str, float] = {}
     limit = max(req.k * 8, 50)
     vectors = src.index.vectors
-    qvec = src.index.embed_query(req.query) if vectors is not None else None
+    pending = _QueryEmbedding(src.index, req.query) if vectors is not None else None
+    # with vectors, a query of only very common words ranks by them alone (see text_search)
+    all_common = "keep" if vectors is None else "drop"
+    fact_filter = _fact_filter(src, req) if "facts" in req.layers else None
+    episodes = _EpisodeCandidates.of(src, req) if "episodes" in req.layers else None
+    fact_lex: dict[str, float] = {}
     with src.db.transaction(req.scope.tenant, write=False) as tx:
-        if "facts" in req.layers:
-            where, params = src.facts.filter_sql(req.scope, req.principal,
-                                                 statuses=("active", "superseded"))
-            if req.fact_ids is not None:
-                ids = sorted(req.fact_ids) or [""]
-                where += f" AND r.id IN ({marks(ids)})"
-                params = [*params, *ids]
-            lex = dict(src.db.text_search(tx, "facts", req.query, where, params, limit))
+        if fact_filter is not None:
+            where, params = fact_filter
+            fact_lex = dict(src.db.text_search(tx, "facts", req.query, where, params, limit,
+                                               all_common=all_common))
+        if episodes is not None:
+            episodes.search_text(src, tx, req, limit, all_common)
+    qvec = pending.result() if pending is not None else None
+    with src.db.transaction(req.scope.tenant, write=False) as tx:
+        if fact_filter is not None:
+            where, params = fact_filter
             vec: dict[str, float] = {}
             if vectors is not None and qvec is not None:
                 vec = dict(vectors.fact_scores(tx, where, params, qvec, limit))
-            found = src.facts.read_many(tx, req.scope.tenant, list(set(lex) | set(vec)))
+            found = src.facts.read_many(tx, req.scope.tenant, list(set(fact_lex) | set(vec)))
             cov = {rid: coverage(q_terms, f"{f.claim} {f.subject} {f.attribute}")
                    for rid, f in found.items()}
-            for rid, rel in fuse(lex, vec, cov).items():
+            for rid, rel in fuse(fact_lex, vec, cov).items():
                 if rid in found:
                     uncapped = _fact_raw(found[rid], rel, req.now)
                     raw[f"fact:{rid}"] = uncapped
                     hits.append(fact_hit(found[rid], rel, req.now, uncapped=uncapped))
-        if "episodes" in req.layers:
-            hits += _rank_episodes(src, tx, req, limit, qvec, keep=max(3 * req.k, 20), raw=raw)
+        if episodes is not None:
+            hits += _rank_episodes(src, tx, req, episodes, limit, qvec,
+                                   keep=max(3 * req.k, 20), raw=raw)
         if "handoffs" in req.layers and src.checkpoints is not None:
             hits += _rank_handoffs(src.checkpoints, tx, req, q_terms, raw)
     rank_order(hits, raw)
     return hits, len(hits)
+
+
+def _fact_filter(src: RankSources, req: RankRequest) -> tuple[str, list[Any]]:
+    """The facts' read filter for this request (active and superseded, the listed ids)."""
+    where, params = src.facts.filter_sql(req.scope, req.principal,
+                                         statuses=("active", "superseded"))
+    if req.fact_ids is not None:
+        ids = sorted(req.fact_ids) or [""]
+        where += f" AND r.id IN ({marks(ids)})"
+        params = [*params, *ids]
+    return where, list(params)
 
 
 def _rank_handoffs(checkpoints: Checkpoints, tx: Any, req: RankRequest,
@@ -207,18 +270,41 @@ def named_subjects(src: RankSources, tx: Any, tenant: str, query: str) -> set[st
     return src.episodes.subjects_named(tx, tenant, candidates)
 
 
-def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, limit: int, qvec: Any,
-                   keep: int, raw: dict[str, float]) -> list[Hit]:
+@dataclass
+class _EpisodeCandidates:
+    """The episodes' read filter for a request and, once searched, their lexical matches
+    and the subjects the query names (found before the query vector is ready)."""
+
+    where: str
+    params: list[Any]
+    lower: datetime | None
+    named: set[str] = field(default_factory=set)
+    drop: list[str] = field(default_factory=list)
+    lex: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, src: RankSources, req: RankRequest) -> _EpisodeCandidates:
+        cutoff = req.now - req.rule.max_episode_age if req.rule.max_episode_age else None
+        lower = max(filter(None, (req.since, cutoff)), default=None)
+        where, params = src.episodes.filter_sql(req.scope, req.principal, since=lower,
+                                                until=req.until)
+        return cls(where, list(params), lower)
+
+    def search_text(self, src: RankSources, tx: Any, req: RankRequest, limit: int,
+                    all_common: str) -> None:
+        self.named = named_subjects(src, tx, req.scope.tenant, req.query)
+        self.drop = sorted({w.lower() for n in self.named for w in n.split()})
+        self.lex = dict(src.db.text_search(tx, "episodes", req.query, self.where, self.params,
+                                           limit, drop=self.drop, all_common=all_common))
+
+
+def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, cand: _EpisodeCandidates,
+                   limit: int, qvec: Any, keep: int, raw: dict[str, float]) -> list[Hit]:
     """Hybrid episode ranking: BM25 over the episode and its thread context (normalised by
     the best match) plus cosine, a boost when the query names the episode's subject, and a
     boost inside a period the query names; an absolute evidence floor keeps noise out."""
     vectors, now, scope = src.index.vectors, req.now, req.scope
-    cutoff = now - req.rule.max_episode_age if req.rule.max_episode_age else None
-    lower = max(filter(None, (req.since, cutoff)), default=None)
-    where, params = src.episodes.filter_sql(scope, req.principal, since=lower, until=req.until)
-    named = named_subjects(src, tx, scope.tenant, req.query)
-    drop = sorted({w.lower() for n in named for w in n.split()})
-    lex = dict(src.db.text_search(tx, "episodes", req.query, where, params, limit, drop=drop))
+    lower, named, drop, lex = cand.lower, cand.named, cand.drop, cand.lex
     vec: dict[str, float] = {}
     if vectors is not None and qvec is not None:
         vec = dict(vectors.search(tx, scope, principal_of(scope, req.principal), qvec, limit,

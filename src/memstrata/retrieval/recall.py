@@ -33,6 +33,7 @@ from ..errors import ValidationError
 from ..governance.policy import WritePolicy
 from ..inputs import MAX_K, date_arg, int_arg, text_arg
 from ..models import Hit, Scope, _Model, make_scope
+from ..tokens import warm as warm_tokens
 from .decisions import DECISION_RULES, DECISIONS, LAYERS, DecisionRule
 from .ranking import Ranker, RankRequest, RankSources, hybrid
 
@@ -104,6 +105,7 @@ class Gate:
         """Run the gate; see the module docstring for the contract."""
         scope, query, rule, chosen = validate_request(scope, query, decision, layers, k,
                                                       budget_tokens)
+        warm_tokens()  # the first search of a process loads the encoder while it ranks
         now = self._clock.now()
         req = RankRequest(scope=scope, query=query, rule=rule, layers=chosen, k=k,
                           principal=principal, since=date_arg(since, "since"),

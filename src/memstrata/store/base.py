@@ -108,6 +108,13 @@ class VectorIndex(Protocol):
         """Drop what is cached in this process (after a reindex or a forget)."""
         ...
 
+    def sync(self, tenant: str | None = None) -> None:
+        """Bring the index's own files (where it keeps any beside the database) up to date
+        with the database: scrub deleted vectors now (after a forget or a sweep), add the
+        ones written (on close). ``None``: every tenant. A no-op where the database is the
+        index."""
+        ...
+
 
 class ScratchStore(Protocol):
     """Where scratch entries live (the SQL table, or Redis with native TTL)."""
@@ -183,9 +190,12 @@ class Database(Protocol):
         params: Sequence[Any],
         limit: int,
         drop: Sequence[str] = (),
+        all_common: str = "keep",
     ) -> list[tuple[str, float]]:
         """(id, score) for rows of ``table`` matching ``query`` and ``where`` (alias ``r``);
-        higher score is better."""
+        higher score is better. In a large index the query's very common words are left out
+        (:func:`memstrata.store.lexical.selective`); ``all_common="drop"`` (for a caller that
+        also ranks by vectors) returns nothing when every word is that common."""
         ...
 
     def index_text(self, tx: Tx, table: str, record_id: str, tenant: str, text: str,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from datetime import date, datetime
+from typing import Any
 
 STOPWORDS = frozenset({
     "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any",
@@ -60,18 +62,73 @@ def tsquery(text: str, drop: Sequence[str] = ()) -> str:
     return " | ".join(w for w in words[:64] if w)
 
 
-def selective(words: Sequence[str], common: int, count: Callable[[str], int]) -> list[str]:
+def selective(words: Sequence[str], common: int, count: Callable[[str], int], *,
+              bound: Callable[[str], int] | None = None,
+              all_common: str = "keep") -> list[str]:
     """The words a query over a large index keeps, given ``count(word)``: how many of the
     rows *the caller's filter admits* contain it (capped at ``common``).
 
-    A word in none of the caller's rows is left out (it matches nothing of theirs); a word
-    in ``common`` or more of them is left out while a rarer word remains (it barely moves a
-    rank, yet scoring its postings dominates the query time); when every word that matches
-    is that common, they all stay, so a query never loses all its words to pruning.
+    A word in ``common`` or more of the caller's rows is left out while a rarer word that
+    matches remains (it barely moves a rank, yet scoring its postings dominates the query
+    time); a word in none of the caller's rows is left out then too. When every word that
+    matches is that common, ``all_common="keep"`` keeps them all, so a lexical-only query
+    never loses all its words to pruning; ``"drop"`` returns none, for a caller that ranks
+    by vectors as well (the lexical index cannot tell such rows apart, and scoring them
+    costs hundreds of milliseconds at 100k rows).
+
+    ``bound(word)``, when given, is a cheap upper bound of ``count(word)`` (the rows of
+    every caller): a word it puts below ``common`` is common for nobody, so the caller's own
+    count is asked only when the decision needs it. No other caller's rows decide what this
+    caller's query keeps: a bound only ever spares a count.
     """
-    counts = {w: count(w) for w in dict.fromkeys(words)}
-    present = [w for w in words if counts[w] > 0]
-    return [w for w in present if counts[w] < common] or present
+    unique = list(dict.fromkeys(words))
+    upper = {w: bound(w) for w in unique} if bound is not None else {}
+    counts: dict[str, int] = {}
+
+    def counted(w: str) -> int:
+        if w not in counts:
+            counts[w] = count(w)
+        return counts[w]
+
+    frequent = [w for w in unique if upper.get(w, common) >= common and counted(w) >= common]
+    if not frequent:  # nothing to prune: keep what can match (cheap to score)
+        return [w for w in words if (upper[w] > 0 if w in upper else counted(w) > 0)]
+    rare = [w for w in unique if w not in frequent and counted(w) > 0]
+    if rare:
+        return [w for w in words if w in rare]
+    return [w for w in words if w in frequent] if all_common == "keep" else []
 
 
-__all__ = ["STOPWORDS", "fts5_query", "selective", "terms", "tsquery"]
+class TermCounts:
+    """How many of a caller's rows hold a word, remembered per process for one filter (a
+    pruning hint, never a filter: it only decides which words a query scores). An entry
+    holds while the index has grown by less than a tenth since it was counted."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self._size = size
+        self._items: dict[tuple[Any, ...], tuple[int, int]] = {}
+
+    def counter(self, key: tuple[Any, ...], top: int,
+                count: Callable[[str], int]) -> Callable[[str], int]:
+        """``count`` remembered under ``key`` (the table and the filter) at index size
+        ``top`` (the highest rowid)."""
+        def remembered(word: str) -> int:
+            entry = self._items.get((*key, word))
+            if entry is not None and entry[1] <= top <= entry[1] * 1.1 + 1_000:
+                return entry[0]
+            n = count(word)
+            if len(self._items) >= self._size:
+                self._items.clear()
+            self._items[(*key, word)] = (n, top)
+            return n
+        return remembered
+
+
+def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]:
+    """A filter's identity for :class:`TermCounts`: its SQL and parameters, without the
+    times (the current time of an expiry test changes on every call)."""
+    return (table, where, *(p for p in params if not isinstance(p, datetime | date)))
+
+
+__all__ = ["STOPWORDS", "TermCounts", "filter_key", "fts5_query", "selective", "terms",
+           "tsquery"]

@@ -83,7 +83,8 @@ class PgVectorIndex:
                 f"the store's vectors were made by {row['value']}, not {self._label}",
                 hint="run `memstrata reindex` to re-embed, or open with the original embedder",
             )
-        self._checked.add(tenant)
+        if not tx.writable:  # a row a writing transaction saw (or wrote) may be rolled back
+            self._checked.add(tenant)
 
     # -- writes -----------------------------------------------------------
     def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
@@ -189,6 +190,9 @@ class PgVectorIndex:
     def invalidate(self) -> None:
         """Nothing is cached in-process beyond the model check."""
         self._checked.clear()
+
+    def sync(self, tenant: str | None = None) -> None:
+        """Nothing to do: pgvector's index lives in the database."""
 
 
 def _pg(tx: Tx) -> PgTx:

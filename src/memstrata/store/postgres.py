@@ -71,7 +71,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import BackendError, ConfigError, Conflict
 from .base import Capabilities, Row
-from .lexical import selective, terms
+from .lexical import TermCounts, filter_key, selective, terms
 from .pg_schema import (
     DEFINER_READ_TABLES,
     INDEXED_DIMS,
@@ -97,7 +97,9 @@ _FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
 #: Past this many full-text rows (planner estimate), query words found in this many rows
 #: of the tenant are left out of the lexical query; the thresholds of the SQLite backend.
 LARGE_INDEX_ROWS = 50_000
-COMMON_TERM_DOCS = 5_000
+#: Scoring a posting costs about 13 us at 100k rows on SQLite (a join to the row for the
+#: filter, then BM25), so a word in 1,000 rows costs some 5-13 ms, one in 25,000 about 210.
+COMMON_TERM_DOCS = 1_000
 #: Tables whose rows carry user text (compacted after a forget).
 _TEXT_TABLES = ("facts", "facts_fts", "episodes", "episodes_fts", "checkpoints", "operations",
                 "scratch", "feedback", "procedures")
@@ -134,6 +136,7 @@ class PostgresDatabase:
         self._registered: set[str] = set()
         self._registered_lock = threading.Lock()
         self._vector_ready = False
+        self._term_counts = TermCounts()
         self._pool_options: dict[str, Any] = {
             "min_size": min_size, "max_size": max(max_size, 2), "timeout": timeout,
             "kwargs": {"autocommit": True, "row_factory": dict_row,
@@ -347,8 +350,8 @@ class PostgresDatabase:
         return f"({column} IS NULL OR jsonb_exists({column}::jsonb, ?))"
 
     def text_search(self, tx: Any, table: str, query: str, where: str,
-                    params: Sequence[Any], limit: int,
-                    drop: Sequence[str] = ()) -> list[tuple[str, float]]:
+                    params: Sequence[Any], limit: int, drop: Sequence[str] = (),
+                    all_common: str = "keep") -> list[tuple[str, float]]:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
         dropped = set(drop)
@@ -361,8 +364,10 @@ class PostgresDatabase:
         else:
             source = f"{table}_fts f JOIN {table} r ON r.tenant = f.tenant AND r.id = f.id"
             fts = "f"
-        if self._large(tx, table):
-            words = self._rare_words(tx, table, words, source, fts, where, params)
+        size = self._size(tx, table)
+        if size >= LARGE_INDEX_ROWS:
+            words = self._rare_words(tx, table, words, source, fts, where, params, size,
+                                     all_common)
             if not words:
                 return []
         # one plainto_tsquery per word, OR-ed: a compound like "billing-api" stays a phrase
@@ -375,25 +380,31 @@ class PostgresDatabase:
         return [(r["id"], float(r["s"])) for r in rows]
 
     @staticmethod
-    def _large(tx: Any, table: str) -> bool:
-        """Is the full-text table past ``LARGE_INDEX_ROWS`` (planner estimate, all tenants;
-        -1 when never analysed)?"""
+    def _size(tx: Any, table: str) -> int:
+        """The full-text table's rows (planner estimate, all tenants; -1 when never
+        analysed)."""
         size = tx.raw_one("SELECT reltuples AS n FROM pg_class WHERE oid = %s::regclass",
                           (f"{table}_fts",))
-        return size is not None and float(size["n"]) >= LARGE_INDEX_ROWS
+        return int(float(size["n"])) if size is not None else -1
 
-    @staticmethod
-    def _rare_words(tx: Any, table: str, words: list[str], source: str, fts: str,
-                    where: str, params: Sequence[Any]) -> list[str]:
+    def _rare_words(self, tx: Any, table: str, words: list[str], source: str, fts: str,
+                    where: str, params: Sequence[Any], size: int,
+                    all_common: str) -> list[str]:
         """Leave out words found in ``COMMON_TERM_DOCS`` or more of the rows the caller's
         filter admits, as the SQLite backend does: they barely move a rank, yet ranking
         their matches dominates the query time. Another user's rows never decide what this
-        caller's query keeps (:func:`memstrata.store.lexical.selective`)."""
+        caller's query keeps (:func:`memstrata.store.lexical.selective`); the tenant's
+        matches bound the caller's count, which is remembered per filter."""
         tsq = f"plainto_tsquery('{TS_CONFIG}', ?)"
-        return selective(words, COMMON_TERM_DOCS, lambda w: int(tx.one(
-            f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {fts}.id IN "
-            f"(SELECT {_MATCHES[table]}({tsq}, NULL)) AND {where} LIMIT ?) c",
-            (w, *params, COMMON_TERM_DOCS))["n"]))
+        scoped = self._term_counts.counter(filter_key(table, where, params), size, lambda w: int(
+            tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {fts}.id IN "
+                   f"(SELECT {_MATCHES[table]}({tsq}, NULL)) AND {where} LIMIT ?) c",
+                   (w, *params, COMMON_TERM_DOCS))["n"]))
+        return selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
+                         bound=lambda w: int(tx.one(
+                             f"SELECT count(*) AS n FROM (SELECT 1 FROM "
+                             f"{_MATCHES[table]}({tsq}, NULL) LIMIT ?) c",
+                             (w, COMMON_TERM_DOCS))["n"]))
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:

@@ -241,6 +241,29 @@ def m006_fts_secure_delete(conn: sqlite3.Connection) -> None:
         conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
 
+@migration
+def m007_vector_files(conn: sqlite3.Connection) -> None:
+    """The vector files beside the store (:mod:`memstrata.store.vector_segment`) need the
+    store's identity (files of another store are never read), rowids that never repeat
+    (``vector_rowid``, the highest given out), the rowids of one tenant's layer without
+    reading its vectors (the ``vectors_segment`` index) and a delete counter that only
+    episode vectors move."""
+    import secrets
+
+    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
+                 (secrets.token_hex(16),))
+    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('vector_rowid', "
+                 "(SELECT CAST(coalesce(max(rowid), 0) AS TEXT) FROM vectors))")
+    conn.execute("CREATE INDEX IF NOT EXISTS vectors_segment ON vectors (tenant, layer)")
+    # only a deleted *episode* vector sends the files to reconcile (facts are searched in
+    # the table itself, and a fact's edit replaces its vector often)
+    conn.execute("DROP TRIGGER IF EXISTS vectors_generation")
+    conn.execute("CREATE TRIGGER vectors_generation AFTER DELETE ON vectors "
+                 "WHEN old.layer = 'episodes' BEGIN "
+                 "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) "
+                 "WHERE key = 'vector_generation'; END")
+
+
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:
     """Apply the pending migrations inside the caller's transaction; returns their names."""
     conn.execute("CREATE TABLE IF NOT EXISTS migrations "

@@ -1,0 +1,426 @@
+"""The vectors of one (tenant, layer) as arrays a search masks and scans: in memory, or in
+memory-mapped files beside the SQLite store so that a new process opens them instead of
+loading them.
+
+Contract:
+- A :class:`Segment` holds rows in the order of their ``vectors`` rowid: the vector, its
+  low-dimensional projection (past ``PROJECT_ABOVE`` rows), the record id, scope codes,
+  expiry and observed time (epoch seconds), readers (for the few restricted rows) and an
+  ``alive`` flag. Rows are appended, never rewritten, except by :meth:`Segment.scrub`, which
+  overwrites a row's vector, projection and id with zeros and marks it dead: a forgotten
+  record's vector is removed from the files as well as from the database.
+- The database stays the truth; these files are a cache of it. :meth:`Segment.open`
+  returns ``None`` for files that do not match the store (another store's id, another
+  model or dims, a broken header) and the caller rebuilds them from the database.
+- File layout, for the path prefix ``P``: ``P.vec`` (float32, capacity x dims), ``P.rows``
+  (the structured :data:`ROW` array), ``P.low`` (float32, capacity x ``PROJECT_DIMS``),
+  ``P.proj.npy`` (the projection), ``P.codes`` and ``P.readers`` (JSON lines, appended) and
+  ``P.json``, the header: how many rows, up to which rowid, the generation reconciled and
+  how many bytes of the two line files are valid. The header is replaced atomically after
+  the data it describes is flushed, so a reader or a crash never trusts a row it does not
+  cover. Writers hold an exclusive ``flock`` on ``P.lock`` and catch up on what another
+  process wrote before they write.
+- Ids that are not ASCII of at most 32 bytes cannot be stored in ``P.rows``; a segment
+  that meets one stays in memory (:class:`SegmentUnfit`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import mmap
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Above this many rows, search runs in two stages: a scan of a low-dimensional projection
+#: (the top principal directions of the vectors), then an exact re-rank of the best
+#: candidates with the full vectors. At 1M x 384 float32 an exact scan reads 1.5 GB per
+#: query; the projection reads a sixth of that.
+PROJECT_ABOVE = 50_000
+PROJECT_DIMS = 64
+NONE_CODE = 0  # code of "field not set" in the scope-code columns
+FORMAT = 1
+ROW = np.dtype([("rowid", "<i8"), ("id", "S32"), ("user", "<i4"), ("project", "<i4"),
+                ("agent", "<i4"), ("expires", "<f8"), ("observed", "<f8"), ("alive", "u1")])
+
+
+class SegmentUnfit(Exception):
+    """A row that the files cannot hold (an id longer than 32 bytes or not ASCII)."""
+
+
+class SegmentGone(Exception):
+    """The segment's files were removed (a reindex in another process): rebuild them."""
+
+
+@dataclass(frozen=True)
+class NewRow:
+    """One vector row read from the database, ready to append."""
+
+    rowid: int
+    record_id: str
+    vec: bytes
+    user: str | None
+    project: str | None
+    agent: str | None
+    expires: float
+    observed: float
+    readers: list[str] | None
+
+
+class Segment:
+    """The rows of one (tenant, layer); file-backed when ``prefix`` is given."""
+
+    def __init__(self, dims: int, prefix: Path | None = None, *, store: str = "",
+                 model: str = "", tenant: str = "", layer: str = "") -> None:
+        self.dims = dims
+        self.prefix = prefix
+        self.store = store
+        self.model = model
+        self.tenant = tenant
+        self.layer = layer
+        self.epoch = secrets.token_hex(8)
+        self.n = 0
+        self.cap = 0
+        self.max_rowid = 0
+        self.generation = -1
+        self.low_n = 0
+        self.vec = np.zeros((0, dims), np.float32)
+        self.rows = np.zeros(0, ROW)
+        self.low = np.zeros((0, PROJECT_DIMS), np.float32)
+        self.proj: np.ndarray | None = None
+        self.codes: dict[str, int] = {}
+        self.restricted: dict[int, list[str]] = {}
+        self._codes_bytes = 0
+        self._readers_bytes = 0
+        self._masks: dict[tuple[Any, ...], np.ndarray] = {}
+        self._min_expiry: tuple[int, float] = (-1, math.inf)
+
+    # -- files ------------------------------------------------------------
+    def _path(self, suffix: str) -> Path:
+        assert self.prefix is not None
+        return self.prefix.with_name(self.prefix.name + suffix)
+
+    @classmethod
+    def create(cls, dims: int, prefix: Path, *, store: str, model: str, tenant: str,
+               layer: str) -> Segment:
+        """New empty files (replacing whatever was at ``prefix``)."""
+        seg = cls(dims, prefix, store=store, model=model, tenant=tenant, layer=layer)
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        with seg.locked(catch_up=False):
+            for suffix in (".vec", ".rows", ".low", ".codes", ".readers", ".proj.npy"):
+                with contextlib.suppress(FileNotFoundError):
+                    seg._path(suffix).unlink()
+            for suffix in (".vec", ".rows", ".low", ".codes", ".readers"):
+                seg._path(suffix).touch()
+            seg._write_header()
+        return seg
+
+    @classmethod
+    def open(cls, dims: int, prefix: Path, *, store: str, model: str) -> Segment | None:
+        """The segment in the files at ``prefix``, or None when they are missing or do not
+        belong to this store, model and dims."""
+        seg = cls(dims, prefix, store=store, model=model)
+        head = seg._read_header()
+        if head is None or head.get("store") != store or head.get("model") != model or \
+                head.get("dims") != dims or head.get("format") != FORMAT:
+            return None
+        try:
+            seg._adopt(head)
+        except (OSError, ValueError):
+            return None
+        return seg
+
+    def _read_header(self) -> dict[str, Any] | None:
+        try:
+            head = json.loads(self._path(".json").read_text())
+        except (OSError, ValueError):
+            return None
+        return head if isinstance(head, dict) else None
+
+    def _write_header(self) -> None:
+        head = {"format": FORMAT, "store": self.store, "model": self.model, "dims": self.dims,
+                "tenant": self.tenant, "layer": self.layer,
+                "epoch": self.epoch, "n": self.n, "cap": self.cap, "max_rowid": self.max_rowid,
+                "generation": self.generation, "low_n": self.low_n,
+                "codes_bytes": self._codes_bytes, "readers_bytes": self._readers_bytes}
+        tmp = self._path(f".json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(head))
+        os.replace(tmp, self._path(".json"))
+
+    def _map(self, cap: int) -> None:
+        """Map the data files at capacity ``cap`` (grown on disk if smaller)."""
+        for suffix, width in ((".vec", self.dims * 4), (".rows", ROW.itemsize),
+                              (".low", PROJECT_DIMS * 4)):
+            path = self._path(suffix)
+            if path.stat().st_size < cap * width:
+                os.truncate(path, cap * width)
+        self.cap = cap
+        if cap == 0:
+            return
+        self.vec = np.memmap(self._path(".vec"), np.float32, "r+", shape=(cap, self.dims))
+        self.rows = np.memmap(self._path(".rows"), ROW, "r+", shape=(cap,))
+        self.low = np.memmap(self._path(".low"), np.float32, "r+", shape=(cap, PROJECT_DIMS))
+
+    def _adopt(self, head: dict[str, Any]) -> None:
+        """Take what another writer (or an earlier process) put in the files."""
+        if head.get("epoch") != self.epoch:  # new files: start from their beginning
+            self.epoch = str(head["epoch"])
+            self.tenant, self.layer = str(head.get("tenant", "")), str(head.get("layer", ""))
+            self.generation = int(head["generation"])
+            self.n = self.max_rowid = self.low_n = 0
+            self.cap = 0
+            self.codes, self.restricted = {}, {}
+            self._codes_bytes = self._readers_bytes = 0
+            self.proj = None
+        if int(head["cap"]) != self.cap:
+            self._map(int(head["cap"]))
+        with self._path(".codes").open("rb") as f:
+            f.seek(self._codes_bytes)
+            for line in f.read(int(head["codes_bytes"]) - self._codes_bytes).splitlines():
+                self.codes[json.loads(line)] = len(self.codes) + 1
+        with self._path(".readers").open("rb") as f:
+            f.seek(self._readers_bytes)
+            for line in f.read(int(head["readers_bytes"]) - self._readers_bytes).splitlines():
+                slot, readers = json.loads(line)
+                self.restricted[int(slot)] = [str(r) for r in readers]
+        if int(head["low_n"]) and self.proj is None:
+            self.proj = np.load(self._path(".proj.npy"))
+        self._codes_bytes = int(head["codes_bytes"])
+        self._readers_bytes = int(head["readers_bytes"])
+        self.n, self.max_rowid = int(head["n"]), int(head["max_rowid"])
+        self.low_n = int(head["low_n"])
+        self.generation = max(self.generation, int(head["generation"]))
+
+    @contextlib.contextmanager
+    def locked(self, *, catch_up: bool = True) -> Iterator[None]:
+        """Exclusive use of the files (a no-op in memory); catches up with the files first
+        (SegmentGone when they were removed)."""
+        if self.prefix is None:
+            yield
+            return
+        import fcntl
+
+        with self._path(".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                head = self._read_header() if catch_up else None
+                if head is None and catch_up:
+                    raise SegmentGone(str(self.prefix))
+                if head is not None and (head.get("epoch") != self.epoch
+                                         or int(head["n"]) != self.n
+                                         or int(head["generation"]) > self.generation):
+                    self._adopt(head)
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def refresh(self) -> None:
+        """Catch up with rows another process appended to the files (no lock: the header
+        is replaced atomically after its data)."""
+        if self.prefix is None:
+            return
+        head = self._read_header()
+        if head is not None and (head.get("epoch") != self.epoch or int(head["n"]) > self.n):
+            self._adopt(head)
+
+    # -- writes (inside locked()) -------------------------------------------
+    def code(self, value: str | None, new: list[str]) -> int:
+        if value is None:
+            return NONE_CODE
+        code = self.codes.get(value)
+        if code is None:
+            code = self.codes[value] = len(self.codes) + 1
+            new.append(value)
+        return code
+
+    def append(self, batch: Sequence[NewRow]) -> None:
+        """Append rows newer than ``max_rowid`` (older ones are already here)."""
+        batch = [r for r in batch if r.rowid > self.max_rowid]
+        if not batch:
+            return
+        for r in batch:
+            if len(r.record_id) > 32 or not r.record_id.isascii():
+                raise SegmentUnfit(r.record_id)
+        need = self.n + len(batch)
+        if need > self.cap:
+            cap = max(need, int(self.cap * 1.5) + 4096)
+            if self.prefix is None:
+                self._grow_in_memory(cap)
+            else:
+                self._map(cap)
+        start = self.n
+        end = start + len(batch)
+        self.vec[start:end] = np.frombuffer(b"".join(r.vec for r in batch),
+                                            np.float32).reshape(len(batch), self.dims)
+        new_codes: list[str] = []
+        readers: list[tuple[int, list[str]]] = []
+        block = np.zeros(len(batch), ROW)
+        for i, r in enumerate(batch):
+            block[i] = (r.rowid, r.record_id.encode(), self.code(r.user, new_codes),
+                        self.code(r.project, new_codes), self.code(r.agent, new_codes),
+                        r.expires, r.observed, 1)
+            if r.readers is not None:
+                readers.append((start + i, r.readers))
+                self.restricted[start + i] = r.readers
+        self.rows[start:end] = block
+        self.n = end
+        self.max_rowid = batch[-1].rowid
+        had_projection, projected = self.proj is not None, self.low_n
+        self._project()
+        # only the new rows changed, unless the projection was (re)built over older ones
+        whole = self.proj is not None and (not had_projection or projected < start)
+        if self.prefix is not None:
+            self._codes_bytes += _append_lines(self._path(".codes"), self._codes_bytes,
+                                               [json.dumps(c) for c in new_codes])
+            self._readers_bytes += _append_lines(self._path(".readers"), self._readers_bytes,
+                                                 [json.dumps([s, rd]) for s, rd in readers])
+            self._flush_and_commit(None if whole else (start, end))
+
+    def skip_to(self, rowid: int) -> None:
+        """Count rowids up to ``rowid`` as read although no row came of them."""
+        self.max_rowid = max(self.max_rowid, rowid)
+        if self.prefix is not None:
+            self._flush_and_commit()
+
+    def scrub(self, slots: np.ndarray, generation: int) -> None:
+        """Remove these rows for real (zeros over vector, projection and id; dead) and
+        record that the files agree with the database up to ``generation``."""
+        if slots.size:
+            self.rows["alive"][slots] = 0
+            self.rows["id"][slots] = b""
+            self.vec[slots] = 0.0
+            if self.low_n:
+                self.low[slots] = 0.0
+        self.generation = max(self.generation, generation)
+        if self.prefix is not None:
+            self._flush_and_commit()
+
+    def _flush_and_commit(self, rows: tuple[int, int] | None = None) -> None:
+        """Flush the data (only the pages of ``rows``, a (start, end) range, when given:
+        a whole 1M-row mapping costs milliseconds to walk), then replace the header."""
+        for arr in (self.vec, self.rows, self.low):
+            if not isinstance(arr, np.memmap):
+                continue
+            mapped = getattr(arr, "_mmap", None)
+            if rows is None or mapped is None:
+                arr.flush()
+                continue
+            width = arr.itemsize * (arr.shape[1] if arr.ndim == 2 else 1)
+            first = rows[0] * width // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
+            mapped.flush(first, rows[1] * width - first)
+        self._write_header()
+
+    def _grow_in_memory(self, cap: int) -> None:
+        vec = np.zeros((cap, self.dims), np.float32)
+        vec[: self.n] = self.vec[: self.n]
+        rows = np.zeros(cap, ROW)
+        rows[: self.n] = self.rows[: self.n]
+        low = np.zeros((cap, PROJECT_DIMS), np.float32)
+        low[: self.low_n] = self.low[: self.low_n]
+        self.vec, self.rows, self.low, self.cap = vec, rows, low, cap
+
+    @property
+    def unprojected(self) -> bool:
+        """Whether rows wait for their projection (files made below the threshold)."""
+        return self.n >= PROJECT_ABOVE and self.dims > PROJECT_DIMS and self.low_n < self.n
+
+    def project(self) -> None:
+        """Project the rows that lack it now (inside :meth:`locked`)."""
+        self._project()
+        if self.prefix is not None:
+            self._flush_and_commit()
+
+    def _project(self) -> None:
+        """Keep the low-dimensional copy in step (built once past the threshold from a
+        sample; new rows are projected as they arrive)."""
+        if self.n < PROJECT_ABOVE or self.dims <= PROJECT_DIMS:
+            return
+        if self.proj is None:
+            sample = self.vec[: self.n : max(1, self.n // 20_000)]
+            # uncentred SVD: the directions that carry most of the inner products
+            _, _, vt = np.linalg.svd(np.asarray(sample), full_matrices=False)
+            self.proj = np.ascontiguousarray(vt[:PROJECT_DIMS].T, dtype=np.float32)
+            if self.prefix is not None:
+                tmp = self._path(f".proj.{os.getpid()}.tmp.npy")
+                np.save(tmp, self.proj)
+                os.replace(tmp, self._path(".proj.npy"))
+            self.low_n = 0
+        for start in range(self.low_n, self.n, 65_536):
+            end = min(self.n, start + 65_536)
+            self.low[start:end] = self.vec[start:end] @ self.proj
+        self.low_n = self.n
+
+    # -- reads ---------------------------------------------------------------
+    def scope_mask(self, user: str | None, project: str | None, agent: str | None,
+                   principal: str | None) -> np.ndarray:
+        """Live rows whose scope applies and that ``principal`` may read; cached until the
+        segment grows or a row dies (scope and readers of a stored row never change)."""
+        key = (user, project, agent, principal, self.n, self.generation)
+        cached = self._masks.get(key)
+        if cached is not None:
+            return cached
+        n = self.n
+        rows = self.rows[:n]
+        mask: np.ndarray = np.asarray(rows["alive"] == 1)
+        for col, value in (("user", user), ("project", project), ("agent", agent)):
+            code = self.codes.get(value) if value is not None else None
+            arr = rows[col]
+            mask &= (arr == NONE_CODE) | (arr == code) if code is not None else \
+                (arr == NONE_CODE)
+        for j, readers in self.restricted.items():
+            if j < n and principal not in readers:
+                mask[j] = False
+        if len(self._masks) > 64:
+            self._masks.clear()
+        self._masks[key] = mask
+        return mask
+
+    def min_expiry(self) -> float:
+        """The earliest expiry among the rows (inf when nothing expires)."""
+        if self._min_expiry[0] != self.n:
+            self._min_expiry = (self.n, float(self.rows["expires"][: self.n].min())
+                                if self.n else math.inf)
+        return self._min_expiry[1]
+
+    def record_id(self, slot: int) -> str:
+        return bytes(self.rows["id"][slot]).decode()
+
+
+def _append_lines(path: Path, at: int, lines: list[str]) -> int:
+    """Write JSON lines at byte ``at`` (what a crashed writer left past the header's count is
+    cut off first); returns the bytes written."""
+    if not lines:
+        return 0
+    data = ("\n".join(lines) + "\n").encode()
+    os.truncate(path, at)
+    with path.open("ab") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return len(data)
+
+
+def segment_name(tenant: str, layer: str) -> str:
+    """A file-name-safe name for the (tenant, layer) segment."""
+    import hashlib
+
+    return f"{hashlib.sha256(tenant.encode()).hexdigest()[:24]}.{layer}"
+
+
+def remove_files(prefix: Path) -> None:
+    """Delete a segment's files (after a reindex clears the tenant)."""
+    for path in prefix.parent.glob(prefix.name + ".*"):
+        if not path.name.endswith(".lock"):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+__all__ = ["NONE_CODE", "PROJECT_ABOVE", "PROJECT_DIMS", "ROW", "NewRow", "Segment",
+           "SegmentGone", "SegmentUnfit", "remove_files", "segment_name"]

@@ -1,0 +1,64 @@
+"""Which words a query over a large index keeps (:func:`memstrata.store.lexical.selective`)
+and how the per-process memory of the caller's counts holds (:class:`TermCounts`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from memstrata.store.lexical import TermCounts, filter_key, selective
+
+COMMON = 10
+
+
+def test_common_words_go_while_a_rarer_one_matches() -> None:
+    table = {"deploy": 50, "kafka": 3, "zebra": 0}
+
+    def count(word: str) -> int:
+        return min(table.get(word, 0), COMMON)
+
+    assert selective(["deploy", "kafka", "zebra"], COMMON, count) == ["kafka"]
+    assert selective(["deploy", "zebra"], COMMON, count) == ["deploy"]
+    assert selective(["deploy", "zebra"], COMMON, count, all_common="drop") == []
+    assert selective(["kafka", "zebra"], COMMON, count) == ["kafka"]
+
+
+def test_a_bound_spares_the_callers_count_but_never_decides_for_them() -> None:
+    mine = {"deploy": 50, "kafka": 0}  # kafka is only in another user's rows
+    everyone = {"deploy": 60, "kafka": 4, "upgrade": 2}
+    asked: list[str] = []
+
+    def count(word: str) -> int:
+        asked.append(word)
+        return min(mine.get(word, 0), COMMON)
+
+    def bound(word: str) -> int:
+        return min(everyone.get(word, 0), COMMON)
+
+    # no word is common for anyone: nothing of the caller's is counted
+    assert selective(["kafka", "upgrade"], COMMON, count, bound=bound) == ["kafka", "upgrade"]
+    assert asked == []
+    # deploy is common: kafka must match the caller's rows to replace it, and does not
+    assert selective(["deploy", "kafka"], COMMON, count, bound=bound) == ["deploy"]
+    assert selective(["deploy", "kafka"], COMMON, count, bound=bound,
+                     all_common="drop") == []
+    assert set(asked) == {"deploy", "kafka"}
+
+
+def test_term_counts_hold_while_the_index_grows_by_less_than_a_tenth() -> None:
+    calls: list[str] = []
+
+    def count(word: str) -> int:
+        calls.append(word)
+        return 7
+
+    memory = TermCounts()
+    key = filter_key("episodes", "r.tenant = ?", ["default", datetime(2026, 1, 1, tzinfo=UTC)])
+    assert key == filter_key("episodes", "r.tenant = ?", ["default", datetime.now(UTC)])
+    assert key != filter_key("episodes", "r.tenant = ?", ["other"])
+    counter = memory.counter(key, 100_000, count)
+    assert counter("deploy") == 7 and counter("deploy") == 7
+    assert calls == ["deploy"]
+    assert memory.counter(key, 105_000, count)("deploy") == 7 and calls == ["deploy"]
+    assert memory.counter(key, 120_000, count)("deploy") == 7 and calls == ["deploy"] * 2
+    assert memory.counter(filter_key("episodes", "r.tenant = ?", ["other"]), 120_000,
+                          count)("deploy") == 7 and len(calls) == 3
