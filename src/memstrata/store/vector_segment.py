@@ -110,10 +110,17 @@ class Segment:
     @classmethod
     def create(cls, dims: int, prefix: Path, *, store: str, model: str, tenant: str,
                layer: str) -> Segment:
-        """New empty files (replacing whatever was at ``prefix``)."""
+        """New empty files (replacing whatever does not belong to this store and model at
+        ``prefix``; files another process made meanwhile are used instead)."""
         seg = cls(dims, prefix, store=store, model=model, tenant=tenant, layer=layer)
         prefix.parent.mkdir(parents=True, exist_ok=True)
         with seg.locked(catch_up=False):
+            head = seg._read_header()
+            if head is not None and head.get("store") == store and \
+                    head.get("model") == model and head.get("dims") == dims and \
+                    head.get("format") == FORMAT:
+                seg._adopt(head)  # another process made them first: use its files
+                return seg
             for suffix in (".vec", ".rows", ".low", ".codes", ".readers", ".proj.npy"):
                 with contextlib.suppress(FileNotFoundError):
                     seg._path(suffix).unlink()
