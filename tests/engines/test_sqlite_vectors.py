@@ -63,6 +63,15 @@ def test_two_stage_search_agrees_with_exact_search(tmp_path: Path, clock: Manual
     mem.close()
 
 
+@pytest.fixture
+def small_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vector files even for the few vectors of a test (the engine keeps small segments in
+    memory)."""
+    from memstrata.store import sqlite_vectors
+
+    monkeypatch.setattr(sqlite_vectors, "FILES_ABOVE", 0)
+
+
 def _vector_files(db: Path) -> list[Path]:
     return sorted(p for p in db.with_name(db.name + "-vectors").iterdir() if p.is_file())
 
@@ -86,7 +95,8 @@ def _texts(n: int) -> list[dict[str, Any]]:
              "source": f"chat:{i}", "thread": f"t{i // 4}"} for i in range(n)]
 
 
-def test_forget_removes_the_vector_from_the_index_files(tmp_path: Path, minilm: Any) -> None:
+def test_forget_removes_the_vector_from_the_index_files(tmp_path: Path, minilm: Any,
+                                                        small_files: None) -> None:
     db = tmp_path / "f.db"
     mem = Memory.open(f"sqlite:///{db}", embedder=minilm)
     eps = mem.episodes.append_many(_texts(40))
@@ -113,7 +123,8 @@ def test_forget_removes_the_vector_from_the_index_files(tmp_path: Path, minilm: 
 
 
 def test_a_new_process_opens_the_files_instead_of_loading(tmp_path: Path, clock: ManualClock,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          small_files: None) -> None:
     from memstrata.store.sqlite_vectors import SQLiteVectorIndex
 
     url = f"sqlite:///{tmp_path / 'o.db'}"
@@ -158,8 +169,8 @@ def test_rowids_never_repeat_so_a_replaced_last_vector_is_not_mistaken(
     mem.close()
 
 
-def test_files_that_do_not_match_the_store_are_rebuilt(tmp_path: Path,
-                                                       clock: ManualClock) -> None:
+def test_files_that_do_not_match_the_store_are_rebuilt(tmp_path: Path, clock: ManualClock,
+                                                       small_files: None) -> None:
     import shutil
 
     emb = HashingEmbedder(dims=128)
@@ -177,3 +188,17 @@ def test_files_that_do_not_match_the_store_are_rebuilt(tmp_path: Path,
     refs = mem_b.recall(ALICE, "llama sanctuary", layers=["episodes"], k=10).refs
     assert refs == [mine.ref]  # nothing of store A, and B's own episode found
     mem_b.close()
+
+
+def test_a_small_store_keeps_its_vectors_in_memory(tmp_path: Path, clock: ManualClock) -> None:
+    db = tmp_path / "s.db"
+    mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=128))
+    eps = mem.episodes.append_many(_texts(20))
+    assert mem.recall(ALICE, "nightly backup", layers=["episodes"]).items
+    mem.close()
+    assert not db.with_name(db.name + "-vectors").exists()
+    again = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=128))
+    again.forget(ALICE, record_ids=[eps[4].ref])
+    assert eps[4].ref not in again.recall(ALICE, "nightly backup", layers=["episodes"],
+                                          k=20).refs
+    again.close()

@@ -10,8 +10,9 @@ Contract (:class:`memstrata.store.base.VectorIndex`):
 - Search applies the episode read filter — tenant, scope, readers, expiry, dates — as a
   mask over the segment's rows *before* ranking, so a foreign record never takes a slot.
 - The episodes of each tenant are searched from a :class:`~.vector_segment.Segment`:
-  memory-mapped files in ``<store>-vectors/`` beside a file store (in memory for
-  ``:memory:``), so a new process opens them instead of loading every vector. The
+  memory-mapped files in ``<store>-vectors/`` beside a file store once it holds
+  ``FILES_ABOVE`` vectors (in memory below that, and for ``:memory:``), so a new process
+  opens them instead of loading every vector. The
   ``vectors`` table stays the truth: each search first appends the rows the files lack
   (new rowids; rowids never repeat, ``meta.vector_rowid``), and when the delete counter
   ``vector_generation`` moved (a trigger counts deleted episode vectors), scrubs from the
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
 RERANK = 1_000
 #: Rows read from the table per step when the files catch up (bounds the memory of a build).
 FETCH = 20_000
+#: Segments of fewer vectors stay in memory (reading them from the table takes well under
+#: 0.1 s); larger ones get files, so a new process opens them instead of loading.
+FILES_ABOVE = 5_000
 #: Fact vectors kept in memory by rowid (about 1.5 KB each at 384 dims).
 FACT_CACHE = 100_000
 _blas: Any = None
@@ -193,7 +197,7 @@ class SQLiteVectorIndex:
                     # files ahead of the store (a file restored from a backup): rebuild
                     remove_files(prefix)
                     seg = None
-                if seg is None and build:
+                if seg is None and build and self._count(tx, tenant, layer) >= FILES_ABOVE:
                     seg = Segment.create(self.dims, prefix, store=store, model=self._label,
                                          tenant=tenant, layer=layer)
                     seg.generation = self._generation(tx)
@@ -206,6 +210,12 @@ class SQLiteVectorIndex:
             seg.generation = self._generation(tx)
         self._segments[key] = seg
         return seg
+
+    @staticmethod
+    def _count(tx: Tx, tenant: str, layer: str) -> int:
+        row = tx.one("SELECT count(*) AS n FROM vectors WHERE tenant = ? AND layer = ?",
+                     (tenant, layer))
+        return int(row["n"]) if row else 0
 
     def _current(self, tx: Tx, tenant: str, layer: str, *,
                  build: bool = True) -> tuple[Segment | None, int]:
