@@ -47,10 +47,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[idx]
 
 
-def _db_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
-
-
 def _reset_peak_rss() -> bool:
     """Reset this process's RSS high-water mark (Linux ``clear_refs``); False if not."""
     try:
@@ -185,7 +181,7 @@ def run(sizes: Sequence[int] = (10_000, 100_000), single: int | None = None,
             if progress:
                 progress(f"append batched to {size:,}", count, size)
         result["sizes"][str(size)] = {"episodes": count, **_latencies(mem, scope, emb, repeats),
-                                      "db_bytes": _db_bytes(db)}
+                                      "db_bytes": mem.stats()["bytes"]}
     while count < texts:  # the rate covers all the texts even when every size is smaller
         chunk = [_item(scope, e) for e in same[count:count + batch]]
         _reset_peak_rss()

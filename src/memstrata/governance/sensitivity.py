@@ -502,7 +502,8 @@ class SensitivityScanner:
             detectors.append(Detector(name, "secret", compiled, None, 95))
         detectors.extend(extra_detectors)
         self._detectors: tuple[Detector, ...] = tuple(detectors)
-        # each hint looked up once per text, not once per detector (161 -> ~30 us a text)
+        # each hint looked up once per text, not once per detector (measured, loaded: the
+        # per-detector checks took 161 us a short text, one lookup per hint 41 us)
         self._hints = tuple(sorted({h for det in self._detectors for h in det.hints}))
         self._prefilter = prefilter
         self.entropy_threshold = entropy_threshold

@@ -59,8 +59,8 @@ if TYPE_CHECKING:
 RERANK = 1_000
 #: Rows read from the table per step when the files catch up (bounds the memory of a build).
 FETCH = 20_000
-#: Segments of fewer vectors stay in memory (reading them from the table takes well under
-#: 0.1 s); larger ones get files, so a new process opens them instead of loading.
+#: Segments of fewer vectors stay in memory (read from the table on a process's first
+#: search); larger ones get files, so a new process opens them instead of loading.
 FILES_ABOVE = 5_000
 #: Fact vectors kept in memory by rowid (about 1.5 KB each at 384 dims).
 FACT_CACHE = 100_000
@@ -324,12 +324,6 @@ class SQLiteVectorIndex:
             if isinstance(tenant, str):
                 out.add(tenant)
         return out
-
-    def files(self) -> list[Path]:
-        """The index's own files (for the forget canaries and ``stats``)."""
-        if self.directory is None or not self.directory.is_dir():
-            return []
-        return sorted(p for p in self.directory.iterdir() if p.is_file())
 
     def search(self, tx: Tx, scope: Scope, principal: str | None, qvec: np.ndarray, k: int, *,
                now: datetime, since: datetime | None = None,

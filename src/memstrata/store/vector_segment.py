@@ -116,9 +116,8 @@ class Segment:
         prefix.parent.mkdir(parents=True, exist_ok=True)
         with seg.locked(catch_up=False):
             head = seg._read_header()
-            if head is not None and head.get("store") == store and \
-                    head.get("model") == model and head.get("dims") == dims and \
-                    head.get("format") == FORMAT:
+            if seg._belongs(head):
+                assert head is not None
                 seg._adopt(head)  # another process made them first: use its files
                 return seg
             for suffix in (".vec", ".rows", ".low", ".codes", ".readers", ".proj.npy"):
@@ -135,14 +134,20 @@ class Segment:
         belong to this store, model and dims."""
         seg = cls(dims, prefix, store=store, model=model)
         head = seg._read_header()
-        if head is None or head.get("store") != store or head.get("model") != model or \
-                head.get("dims") != dims or head.get("format") != FORMAT:
+        if not seg._belongs(head):
             return None
+        assert head is not None
         try:
             seg._adopt(head)
         except (OSError, ValueError):
             return None
         return seg
+
+    def _belongs(self, head: dict[str, Any] | None) -> bool:
+        """Whether a header describes files of this store, model and dims."""
+        return head is not None and head.get("format") == FORMAT and \
+            head.get("store") == self.store and head.get("model") == self.model and \
+            head.get("dims") == self.dims
 
     def _read_header(self) -> dict[str, Any] | None:
         try:
@@ -311,7 +316,7 @@ class Segment:
 
     def _flush_and_commit(self, rows: tuple[int, int] | None = None) -> None:
         """Flush the data (only the pages of ``rows``, a (start, end) range, when given:
-        a whole 1M-row mapping costs milliseconds to walk), then replace the header."""
+        the kernel need not walk a whole 1M-row mapping), then replace the header."""
         for arr in (self.vec, self.rows, self.low):
             if not isinstance(arr, np.memmap):
                 continue
