@@ -204,3 +204,66 @@ def test_an_episodes_layer_without_the_gate_refuses_to_search(mem: Memory) -> No
     with pytest.raises(ConfigError) as err:
         layer.search(ALICE, "anything")
     assert err.value.hint and "Memory.open" in err.value.hint
+
+
+def test_reading_rows_best_bound_first_ranks_as_scoring_every_candidate(
+        vmem: Memory, clock: ManualClock, monkeypatch: Any) -> None:
+    """The ranker reads candidate rows in batches until none left can enter; with spares
+    enough to score every candidate the order and scores are the same, across actors,
+    scopes, superseded entries, a named subject and a named period."""
+    from memstrata.bench.synthetic import episodes
+    from memstrata.retrieval import ranking
+
+    actors = ("user", "tool", "agent", "import", "reviewer")
+    scopes = (ALICE, Scope(user="alice"), Scope(project="docs-site"))
+    items = []
+    for i, ep in enumerate(episodes(240, seed=11)):
+        items.append({"scope": scopes[i % 3], "text": ep.text, "event": ep.event,
+                      "actor": actors[i % 5], "source": f"chat:s{i % 7}/t{i}",
+                      "subject": ("Priya", "Marco", None)[i % 3],
+                      "observed_at": f"2026-{1 + i % 12:02d}-{1 + i % 27:02d}T10:00:00Z"})
+    written = vmem.episodes.append_many(items)
+    for old in written[:40:4]:
+        vmem.episodes.append(old.scope, text=f"Correction: {old.text}", actor="user",
+                             source="chat:fix", supersedes=old.id)
+    queries = ("why did the deploy fail", "what did Priya say about the CDN",
+               "incidents in March 2026", "memory leak in the worker", "audit logs priority",
+               "who reviewed the billing pull request")
+    read: list[int] = []
+    score_rows = vmem.episodes.score_rows
+
+    def counted(tx: Any, tenant: str, ids: Any) -> Any:
+        read.append(len(ids))
+        return score_rows(tx, tenant, ids)
+
+    monkeypatch.setattr(vmem.episodes, "score_rows", counted)
+    for k in (3, 10):
+        batched = [vmem.recall(ALICE, q, k=k, budget_tokens=100_000) for q in queries]
+        fewer = sum(read)
+        read.clear()
+        with monkeypatch.context() as m:
+            m.setattr(ranking, "KEEP_SPARE", 100_000)
+            every = [vmem.recall(ALICE, q, k=k, budget_tokens=100_000) for q in queries]
+        assert fewer < sum(read)  # the batches did stop early
+        read.clear()
+        assert any(len(r.items) == k for r in batched)
+        for got, want in zip(batched, every, strict=True):
+            assert got.refs == want.refs
+            assert [h.score for h in got.items] == [h.score for h in want.items]
+
+
+def test_equal_relevance_the_best_adjusted_rows_are_found_however_late(
+        vmem: Memory, clock: ManualClock) -> None:
+    """Thirty equal matches from two years ago, then three fresh ones: every candidate's
+    bound is the same, so the ranker must read past its first batch to find that the
+    fresh ones (recency) rank first."""
+    text = "The release checklist now includes a rollback rehearsal"
+    old = vmem.episodes.append_many([
+        {"scope": ALICE, "text": text, "actor": "user", "source": f"chat:old{i}",
+         "observed_at": "2024-11-01T10:00:00Z"} for i in range(30)])
+    fresh = vmem.episodes.append_many([
+        {"scope": ALICE, "text": text, "actor": "user", "source": f"chat:new{i}"}
+        for i in range(3)])
+    assert max(e.id for e in old) < min(e.id for e in fresh)  # read last among equals
+    res = vmem.recall(ALICE, text, k=3, budget_tokens=100_000)
+    assert set(res.refs) == {e.ref for e in fresh}

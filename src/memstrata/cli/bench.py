@@ -115,10 +115,11 @@ def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None,
     if not as_json:
         table(f"recall latency at {res['episodes']:,} episodes ({res['backend']})",
               ["write/s", "open+first s", "recall p50 ms", "recall p95 ms",
-               "query embed p50 ms", "peak RSS MB", "db MB"],
+               "p95 1st pass", "p95 later", "query embed p50 ms", "peak RSS MB", "db MB"],
               [[res["write_per_s"], res["open_first_query_s"], res["recall_p50_ms"],
-                res["recall_p95_ms"], res["embed_query_p50_ms"], res["peak_rss_mb"],
-                f"{(res['db_bytes'] or 0) / 1e6:.1f}"]])
+                res["recall_p95_ms"], res["recall_first_pass_p95_ms"],
+                res["recall_later_passes_p95_ms"], res["embed_query_p50_ms"],
+                res["peak_rss_mb"], f"{(res['db_bytes'] or 0) / 1e6:.1f}"]])
     _write(res, out, as_json)
 
 

@@ -84,6 +84,11 @@ from .selector import Selector
 COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
            "confidence, expires_at, supersedes, readers, flags, subject, thread")
 _SELECT = f"SELECT {SCOPE_COLUMNS}, {COLUMNS} FROM episodes r"
+#: What a ranker scores a candidate by (:meth:`Episodes.score_rows`): the rest of a row is
+#: read only for the candidates it keeps.
+_SCORE_SELECT = ("SELECT r.id, r.text, r.event, r.subject, r.observed_at, r.actor, r.s_user, "
+                 "r.s_project, r.s_agent, EXISTS (SELECT 1 FROM episodes s WHERE "
+                 "s.tenant = r.tenant AND s.supersedes = r.id) AS superseded FROM episodes r")
 #: How many episodes before (and after) one in its thread are indexed as its context.
 CONTEXT_EPISODES = 2
 #: How many stored episodes after a batch's first one are read to place the batch.
@@ -148,12 +153,30 @@ def excerpt(text: str, query_terms: Sequence[str] = (), width: int = 240) -> str
 
 def episode_hit(ep: Episode, score: float, superseded: bool, terms_: Sequence[str]) -> Hit:
     """The search result for an episode: reference, excerpt and metadata."""
-    text = excerpt(ep.text, terms_)
-    return Hit(ref=ep.ref, layer="episodes", excerpt=text, score=score, date=ep.observed_at,
-               event=ep.event, source=ep.provenance.source, actor=ep.provenance.actor,
-               status="superseded" if superseded else "current", scope=ep.scope,
-               untrusted="untrusted" in ep.flags, outcome=ep.outcome, thread=ep.thread,
-               tokens=count_tokens(text))
+    return _hit(ep.id, ep.text, score, superseded, terms_, date=ep.observed_at, event=ep.event,
+                source=ep.provenance.source, actor=ep.provenance.actor, scope=ep.scope,
+                flags=ep.flags, outcome=ep.outcome, thread=ep.thread)
+
+
+def row_hit(row: Row, score: float, superseded: bool, terms_: Sequence[str]) -> Hit:
+    """:func:`episode_hit` straight from a stored row (the ranker builds no :class:`Episode`
+    for the candidates it keeps)."""
+    return _hit(row["id"], row["text"], score, superseded, terms_,
+                date=from_text(row["observed_at"]), event=row["event"], source=row["source"],
+                actor=row["actor"], scope=scope_from_row(row),
+                flags=load_json_list(row["flags"]) or [], outcome=row["outcome"],
+                thread=row["thread"])
+
+
+def _hit(eid: str, text: str, score: float, superseded: bool, terms_: Sequence[str], *,
+         date: datetime | None, event: str, source: str, actor: str, scope: Scope,
+         flags: Sequence[str], outcome: str | None, thread: str | None) -> Hit:
+    shown = excerpt(text, terms_)
+    return Hit(ref=f"episode:{eid}", layer="episodes", excerpt=shown, score=score, date=date,
+               event=event, source=source, actor=actor,
+               status="superseded" if superseded else "current", scope=scope,
+               untrusted="untrusted" in flags, outcome=outcome, thread=thread,
+               tokens=count_tokens(shown))
 
 
 @dataclass
@@ -604,6 +627,19 @@ class Episodes:
                 out[row["id"]] = row
         return out
 
+    @staticmethod
+    def score_rows(tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Row]:
+        """What a ranker scores candidates by, by id, inside the caller's transaction (the
+        caller filtered them): id, text, event, subject, observed_at, actor, the scope
+        columns s_user/s_project/s_agent, and ``superseded`` (a later episode supersedes
+        it)."""
+        out: dict[str, Row] = {}
+        for chunk in chunks(list(ids)):
+            for row in tx.all(f"{_SCORE_SELECT} WHERE r.tenant = ? AND r.id IN "
+                              f"({marks(chunk)})", (tenant, *chunk)):
+                out[row["id"]] = row
+        return out
+
     def read_many(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Episode]:
         """Episodes by id inside the caller's transaction (the caller filtered them)."""
         return self._read_many(tx, tenant, ids)
@@ -635,5 +671,6 @@ __all__ = [
     "episode_from_row",
     "episode_hit",
     "excerpt",
+    "row_hit",
     "run_thread",
 ]

@@ -101,6 +101,8 @@ LARGE_INDEX_ROWS = 50_000
 #: measured on SQLite at 100k rows, loaded machine, 12.7 ms for a word in 612 rows, 32 ms
 #: in 2,087, 212 ms in 24,805.
 COMMON_TERM_DOCS = 1_000
+#: How many of the tenant's matches of a word its scoped count reads first (see _rare_words).
+_COUNT_FIRST = 2 * COMMON_TERM_DOCS
 #: Tables whose rows carry user text (compacted after a forget).
 _TEXT_TABLES = ("facts", "facts_fts", "episodes", "episodes_fts", "checkpoints", "operations",
                 "scratch", "feedback", "procedures")
@@ -395,17 +397,30 @@ class PostgresDatabase:
         filter admits, as the SQLite backend does: they barely move a rank, yet ranking
         their matches dominates the query time. Another user's rows never decide what this
         caller's query keeps (:func:`memstrata.store.lexical.selective`); the tenant's
-        matches bound the caller's count, which is remembered per filter."""
+        matches bound the caller's count; both are remembered (per tenant, per filter)."""
         tsq = f"plainto_tsquery('{TS_CONFIG}', ?)"
-        scoped = self._term_counts.counter(filter_key(table, where, params), size, lambda w: int(
-            tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {fts}.id IN "
-                   f"(SELECT {_MATCHES[table]}({tsq}, NULL)) AND {where} LIMIT ?) c",
-                   (w, *params, COMMON_TERM_DOCS))["n"]))
-        return selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
-                         bound=lambda w: int(tx.one(
-                             f"SELECT count(*) AS n FROM (SELECT 1 FROM "
-                             f"{_MATCHES[table]}({tsq}, NULL) LIMIT ?) c",
-                             (w, COMMON_TERM_DOCS))["n"]))
+
+        def count(word: str, cap: int | None) -> int:
+            # the caller's matching rows, at most COMMON_TERM_DOCS, among the tenant's
+            # first ``cap`` matches (None: all of them)
+            return int(tx.one(
+                f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {fts}.id IN "
+                f"(SELECT {_MATCHES[table]}({tsq}, ?)) AND {where} LIMIT ?) c",
+                (word, cap, *params, COMMON_TERM_DOCS))["n"])
+
+        def scoped_count(word: str) -> int:
+            # a function with its own settings is never inlined: it returns every match
+            # before an outer LIMIT applies, so a word is first tried on the tenant's first
+            # matches (enough when the caller's filter admits most of the tenant's rows)
+            n = count(word, _COUNT_FIRST)
+            return n if n >= COMMON_TERM_DOCS else count(word, None)
+
+        scoped = self._term_counts.counter(filter_key(table, where, params), size, scoped_count)
+        # the tenant's matches (the function filters by the transaction's tenant)
+        bound = self._term_counts.counter((table, "tenant", tx.tenant), size, lambda w: int(
+            tx.one(f"SELECT count(*) AS n FROM {_MATCHES[table]}({tsq}, ?) c",
+                   (w, COMMON_TERM_DOCS))["n"]))
+        return selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common, bound=bound)
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:

@@ -290,7 +290,7 @@ class SQLiteDatabase:
         decide what this caller's query keeps (:func:`memstrata.store.lexical.selective`).
         The count over the index alone (no filter, 0.6 ms at 100k) bounds the caller's; the
         caller's own count (a join per posting, 10-17 ms) runs only for a word the bound
-        cannot clear, and is remembered (:class:`~memstrata.store.lexical.TermCounts`)."""
+        cannot clear; both are remembered (:class:`~memstrata.store.lexical.TermCounts`)."""
         dropped = set(drop)
         words = [w for w in terms(query) if w not in dropped][:64]
         top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
@@ -302,10 +302,11 @@ class SQLiteDatabase:
                 f"ON r.rowid = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {where} "
                 "LIMIT ?)",
                 (_quote(w), *params, COMMON_TERM_DOCS))["n"]))
-            words = selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
-                              bound=lambda w: int(tx.one(
+            bound = self._term_counts.counter((table, "index"), size, lambda w: int(tx.one(
                 f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts WHERE {table}_fts "
                 f"MATCH ? LIMIT ?)", (_quote(w), COMMON_TERM_DOCS))["n"]))
+            words = selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
+                              bound=bound)
         return " OR ".join(_quote(w) for w in words)
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
