@@ -28,7 +28,7 @@ from ..layers.indexing import RecordIndex
 from ..models import Fact, Hit, Scope
 from ..scoping import principal_of
 from ..store.base import Database, Row
-from ..store.lexical import terms
+from ..store.lexical import AllCommon, terms
 from ..store.sql import marks
 from ..tokens import count_tokens
 from .decisions import DecisionRule
@@ -180,7 +180,7 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
     vectors = src.index.vectors
     pending = _QueryEmbedding(src.index, req.query) if vectors is not None else None
     # with vectors, a query of only very common words ranks by them alone (see text_search)
-    all_common = "keep" if vectors is None else "drop"
+    all_common: AllCommon = "keep" if vectors is None else "drop"
     fact_filter = _fact_filter(src, req) if "facts" in req.layers else None
     episodes = _EpisodeCandidates.of(src, req) if "episodes" in req.layers else None
     fact_lex: dict[str, float] = {}
@@ -293,7 +293,7 @@ class _EpisodeCandidates:
         return cls(where, list(params), lower)
 
     def search_text(self, src: RankSources, tx: Any, req: RankRequest, limit: int,
-                    all_common: str) -> None:
+                    all_common: AllCommon) -> None:
         named = named_subjects(src, tx, req.scope.tenant, req.query)
         drop = sorted({w.lower() for n in named for w in n.split()})
         self.lex = dict(src.db.text_search(tx, "episodes", req.query, self.where, self.params,

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..models import Scope
+    from .lexical import AllCommon
 
 Row = dict[str, Any]
 
@@ -190,7 +191,7 @@ class Database(Protocol):
         params: Sequence[Any],
         limit: int,
         drop: Sequence[str] = (),
-        all_common: str = "keep",
+        all_common: AllCommon = "keep",
     ) -> list[tuple[str, float]]:
         """(id, score) for rows of ``table`` matching ``query`` and ``where`` (alias ``r``);
         higher score is better. In a large index the query's very common words are left out

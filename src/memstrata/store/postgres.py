@@ -71,7 +71,15 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import BackendError, ConfigError, Conflict
 from .base import Capabilities, Row
-from .lexical import TermCounts, filter_key, selective, terms
+from .lexical import (
+    COMMON_TERM_DOCS,
+    LARGE_INDEX_ROWS,
+    AllCommon,
+    TermCounts,
+    filter_key,
+    selective,
+    terms,
+)
 from .pg_schema import (
     DEFINER_READ_TABLES,
     INDEXED_DIMS,
@@ -94,13 +102,6 @@ _RANK_WEIGHTS = "'{0.1, 0.2, 0.5, 1.0}'"
 #: The SECURITY DEFINER functions that match with the GIN index (see pg_schema).
 _MATCHES = {"episodes": "memstrata_episode_matches", "facts": "memstrata_fact_matches"}
 _FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
-#: Past this many full-text rows (planner estimate), query words found in this many rows
-#: of the tenant are left out of the lexical query; the thresholds of the SQLite backend.
-LARGE_INDEX_ROWS = 50_000
-#: Scoring grows with a word's postings (a join to the row for the filter, then BM25):
-#: measured on SQLite at 100k rows, loaded machine, 12.7 ms for a word in 612 rows, 32 ms
-#: in 2,087, 212 ms in 24,805.
-COMMON_TERM_DOCS = 1_000
 #: How many of the tenant's matches of a word its scoped count reads first (see _rare_words).
 _COUNT_FIRST = 2 * COMMON_TERM_DOCS
 #: Tables whose rows carry user text (compacted after a forget).
@@ -354,7 +355,7 @@ class PostgresDatabase:
 
     def text_search(self, tx: Any, table: str, query: str, where: str,
                     params: Sequence[Any], limit: int, drop: Sequence[str] = (),
-                    all_common: str = "keep") -> list[tuple[str, float]]:
+                    all_common: AllCommon = "keep") -> list[tuple[str, float]]:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
         dropped = set(drop)
@@ -392,7 +393,7 @@ class PostgresDatabase:
 
     def _rare_words(self, tx: Any, table: str, words: list[str], source: str, fts: str,
                     where: str, params: Sequence[Any], size: int,
-                    all_common: str) -> list[str]:
+                    all_common: AllCommon) -> list[str]:
         """Leave out words found in ``COMMON_TERM_DOCS`` or more of the rows the caller's
         filter admits, as the SQLite backend does: they barely move a rank, yet ranking
         their matches dominates the query time. Another user's rows never decide what this

@@ -33,7 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, ConfigError, Conflict
 from .base import Capabilities, Row
-from .lexical import TermCounts, filter_key, selective, terms
+from .lexical import (
+    COMMON_TERM_DOCS,
+    LARGE_INDEX_ROWS,
+    AllCommon,
+    TermCounts,
+    filter_key,
+    selective,
+    terms,
+)
 from .sql import chunks, marks
 from .sqlite_driver import sqlite3
 from .sqlite_schema import apply_pending
@@ -41,12 +49,6 @@ from .sqlite_schema import apply_pending
 if TYPE_CHECKING:
     from .sqlite_vectors import SQLiteVectorIndex
 
-#: Past this many index rows, very common query terms are dropped (see _selective_query).
-LARGE_INDEX_ROWS = 50_000
-#: Scoring grows with a word's postings (a join to the row for the filter, then BM25):
-#: measured on SQLite at 100k rows, loaded machine, 12.7 ms for a word in 612 rows, 32 ms
-#: in 2,087, 212 ms in 24,805.
-COMMON_TERM_DOCS = 1_000
 _TEXT_TABLES = ("episodes", "facts")
 
 
@@ -263,7 +265,7 @@ class SQLiteDatabase:
 
     def text_search(self, tx: Any, table: str, query: str, where: str,
                     params: Sequence[Any], limit: int, drop: Sequence[str] = (),
-                    all_common: str = "keep") -> list[tuple[str, float]]:
+                    all_common: AllCommon = "keep") -> list[tuple[str, float]]:
         if table not in _TEXT_TABLES:
             raise ValueError(table)
         match = self._selective_query(tx, table, query, drop, where, params, all_common)
@@ -282,7 +284,7 @@ class SQLiteDatabase:
         return [(r["id"], -float(r["s"])) for r in rows]
 
     def _selective_query(self, tx: Any, table: str, query: str, drop: Sequence[str],
-                         where: str, params: Sequence[Any], all_common: str) -> str:
+                         where: str, params: Sequence[Any], all_common: AllCommon) -> str:
         """The MATCH expression; in a large index, terms that occur in ``COMMON_TERM_DOCS``
         or more of the rows *the caller's filter admits* are left out (BM25 gives them
         almost no weight, yet scoring their postings dominates the query time), like
@@ -295,6 +297,8 @@ class SQLiteDatabase:
         words = [w for w in terms(query) if w not in dropped][:64]
         top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
         size = int(top["n"] or 0) if top else 0
+        if size == 0:
+            return ""  # an empty index matches nothing (a store without facts, say)
         if words and size >= LARGE_INDEX_ROWS:
             scoped = self._term_counts.counter(filter_key(table, where, params), size,
                                                lambda w: int(tx.one(
