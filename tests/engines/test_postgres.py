@@ -629,3 +629,43 @@ def test_a_large_index_leaves_out_very_common_words(pg: AppDatabase,
         # "deploy" is in 33 rows: left out; "kubernetes" is in 3 of them and in the following
         # context of the two turns before them
         assert found() == 5
+
+
+def test_the_callers_own_rows_decide_which_words_are_common(
+        pg: AppDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scoped count first reads the tenant's first matches; when the caller's rows are
+    a minority of them it counts them all, so the rows of another user never decide which
+    words this caller's query keeps."""
+    from memstrata.store import postgres
+
+    carol = Scope(user="carol", project="docs-site")
+    with Memory.open(pg.app_url, embedder=None) as mem:
+        mem.episodes.append_many([{"scope": Scope(user="bob", project="docs-site"),
+                                   "text": f"deploy number {i} went fine", "source": f"ci:{i}",
+                                   "actor": "tool"} for i in range(60)])
+        mem.episodes.append_many([{"scope": ALICE, "text": f"deploy {i} went fine",
+                                   "source": f"ci:a{i}", "actor": "tool"} for i in range(12)])
+        for who, n in ((ALICE, 3), (carol, 4)):
+            mem.episodes.append_many([{"scope": who, "text": f"kubernetes deploy {i} failed",
+                                       "source": f"k8s:{i}", "actor": "tool"}
+                                      for i in range(n)])
+        db = mem.db
+        assert isinstance(db, PostgresDatabase)
+        with app(pg, "default") as c:
+            c.execute("ANALYZE episodes_fts")
+            c.commit()
+        monkeypatch.setattr(postgres, "LARGE_INDEX_ROWS", 20)
+        monkeypatch.setattr(postgres, "COMMON_TERM_DOCS", 10)
+
+        def found(scope: Scope, query: str) -> int:
+            where, params = mem.episodes.filter_sql(scope, None)
+            with db.transaction("default", write=False) as tx:
+                return len(db.text_search(tx, "episodes", query, where, params, 100))
+
+        # "deploy" is in 79 of the tenant's rows, 15 of Alice's (after Bob's 60, past the
+        # first matches the count reads): common for her, so only "kubernetes" is scored
+        assert found(ALICE, "kubernetes deploy") == found(ALICE, "kubernetes") == 3
+        assert found(ALICE, "deploy") == 15  # every word common: the query keeps them all
+        # 4 of Carol's rows: "deploy" stays in her query (the 60 of Bob's rows do not count)
+        assert found(carol, "deploy number") == 4
+        assert found(carol, "deploy") == 4

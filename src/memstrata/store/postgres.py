@@ -102,8 +102,9 @@ _RANK_WEIGHTS = "'{0.1, 0.2, 0.5, 1.0}'"
 #: The SECURITY DEFINER functions that match with the GIN index (see pg_schema).
 _MATCHES = {"episodes": "memstrata_episode_matches", "facts": "memstrata_fact_matches"}
 _FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
-#: How many of the tenant's matches of a word its scoped count reads first (see _rare_words).
-_COUNT_FIRST = 2 * COMMON_TERM_DOCS
+#: How many of the tenant's matches of a word its scoped count reads first, in
+#: COMMON_TERM_DOCS (see _rare_words).
+_COUNT_FIRST = 2
 #: Tables whose rows carry user text (compacted after a forget).
 _TEXT_TABLES = ("facts", "facts_fts", "episodes", "episodes_fts", "checkpoints", "operations",
                 "scratch", "feedback", "procedures")
@@ -413,7 +414,7 @@ class PostgresDatabase:
             # a function with its own settings is never inlined: it returns every match
             # before an outer LIMIT applies, so a word is first tried on the tenant's first
             # matches (enough when the caller's filter admits most of the tenant's rows)
-            n = count(word, _COUNT_FIRST)
+            n = count(word, _COUNT_FIRST * COMMON_TERM_DOCS)
             return n if n >= COMMON_TERM_DOCS else count(word, None)
 
         scoped = self._term_counts.counter(filter_key(table, where, params), size, scoped_count)
