@@ -60,8 +60,11 @@ class SyntheticEpisode:
 
 
 def episodes(n: int, seed: int = 7,
-             start: datetime = datetime(2025, 1, 1, tzinfo=UTC)) -> Iterator[SyntheticEpisode]:
-    """``n`` episodes, one every ~10 minutes from ``start``."""
+             start: datetime = datetime(2025, 1, 1, tzinfo=UTC), *,
+             unique: bool = False) -> Iterator[SyntheticEpisode]:
+    """``n`` episodes, one every ~10 minutes from ``start``. The small vocabularies repeat
+    texts (100k episodes hold about 72k distinct ones); ``unique`` ends each text with its
+    own ticket reference, so no two repeat."""
     rng = random.Random(seed)
     t = start
     for i in range(n):
@@ -73,6 +76,8 @@ def episodes(n: int, seed: int = 7,
             cause=rng.choice(CAUSES), topic=rng.choice(TOPICS), ask=rng.choice(ASKS),
             decision=rng.choice(DECISIONS), fact=rng.choice(FACTS),
         )
+        if unique:
+            text += f" Ticket OPS-{i + 1}."
         t += timedelta(minutes=rng.randint(1, 20))
         yield SyntheticEpisode(event, text, t, f"{event.split('_')[0]}:{i}")
 
