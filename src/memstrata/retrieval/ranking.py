@@ -281,7 +281,8 @@ class _EpisodeCandidates:
     where: str
     params: list[Any]
     lower: datetime | None
-    scorer: _EpisodeScorer | None = None
+    named: set[str] = field(default_factory=set)
+    drop: list[str] = field(default_factory=list)
     lex: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -294,12 +295,10 @@ class _EpisodeCandidates:
 
     def search_text(self, src: RankSources, tx: Any, req: RankRequest, limit: int,
                     all_common: AllCommon) -> None:
-        named = named_subjects(src, tx, req.scope.tenant, req.query)
-        drop = sorted({w.lower() for n in named for w in n.split()})
+        self.named = named_subjects(src, tx, req.scope.tenant, req.query)
+        self.drop = sorted({w.lower() for n in self.named for w in n.split()})
         self.lex = dict(src.db.text_search(tx, "episodes", req.query, self.where, self.params,
-                                           limit, drop=drop, all_common=all_common))
-        self.scorer = _EpisodeScorer(req, self.lex, named, drop,
-                                     with_vectors=src.index.vectors is not None)
+                                           limit, drop=self.drop, all_common=all_common))
 
 
 def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, cand: _EpisodeCandidates,
@@ -312,8 +311,9 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, cand: _EpisodeCa
     the ``keep`` best (:meth:`_EpisodeScorer.bound`): the same hits as scoring every
     candidate, for a fraction of the rows. A candidate forgotten since the lexical search
     is dropped."""
-    vectors, now, scope, scorer = src.index.vectors, req.now, req.scope, cand.scorer
-    assert scorer is not None, "search_text runs first"
+    vectors, now, scope = src.index.vectors, req.now, req.scope
+    scorer = _EpisodeScorer(req, cand.lex, cand.named, cand.drop,
+                            with_vectors=vectors is not None)
     if vectors is not None and qvec is not None:
         scorer.vec = dict(vectors.search(tx, scope, principal_of(scope, req.principal), qvec,
                                          limit, now=now, since=cand.lower, until=req.until))

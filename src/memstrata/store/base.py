@@ -46,6 +46,10 @@ Row = dict[str, Any]
 class Tx(Protocol):
     """One open transaction."""
 
+    #: Whether the outermost transaction may write: what it reads may yet be rolled back,
+    #: so nothing beside the database (a cache) may keep it.
+    writable: bool
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run a statement; returns the affected row count."""
         ...

@@ -53,11 +53,11 @@ _TEXT_TABLES = ("episodes", "facts")
 
 
 class _SQLiteTx:
-    def __init__(self, conn: sqlite3.Connection, writes: bool) -> None:
+    def __init__(self, conn: sqlite3.Connection, writable: bool) -> None:
         self._conn = conn
         #: Whether the outermost transaction may write (what it reads may be rolled back,
         #: so caches beside the database keep nothing of it).
-        self.writes = writes
+        self.writable = writable
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         return self._conn.execute(sql, _adapt(params)).rowcount

@@ -117,8 +117,8 @@ class SQLiteVectorIndex:
         """Record the model on first use; refuse a different one afterwards."""
         if self._checked:
             return
-        row = tx.one("SELECT value FROM meta WHERE key = 'embedding_model'")
-        if row is None:
+        recorded = self._meta(tx, "embedding_model")
+        if recorded is None:
             if tx.one("SELECT 1 AS x FROM vectors LIMIT 1") is None:
                 tx.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?) "
                            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -126,14 +126,14 @@ class SQLiteVectorIndex:
                 return
             raise ConfigError("the store has vectors of an unrecorded model",
                               hint="run `memstrata reindex` to re-embed with " + self.model)
-        if row["value"] != self._label:
+        if recorded != self._label:
             raise ConfigError(
-                f"the store's vectors were made by {row['value']}, not {self._label}",
+                f"the store's vectors were made by {recorded}, not {self._label}",
                 hint="run `memstrata reindex` to re-embed, or open with the original embedder",
             )
         # remembered only when read outside a writing transaction (a row it wrote itself
         # may yet be rolled back)
-        self._checked = not getattr(tx, "writes", True)
+        self._checked = not tx.writable
 
     # -- writes -----------------------------------------------------------
     def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
@@ -150,9 +150,9 @@ class SQLiteVectorIndex:
             tx.execute(f"DELETE FROM vectors WHERE tenant = ? AND record_id IN ({marks(chunk)})",
                        (tenant, *chunk))
         # rowids never repeat (a reused rowid would pass for a row the files already hold)
-        mark = tx.one("SELECT value FROM meta WHERE key = 'vector_rowid'")
         top = tx.one("SELECT max(rowid) AS m FROM vectors")
-        first = max(int(mark["value"]) if mark else 0, int(top["m"] or 0) if top else 0) + 1
+        first = max(int(self._meta(tx, "vector_rowid") or 0),
+                    int(top["m"] or 0) if top else 0) + 1
         tx.execute("INSERT INTO meta (key, value) VALUES ('vector_rowid', ?) ON CONFLICT (key) "
                    "DO UPDATE SET value = excluded.value", (str(first + len(ids) - 1),))
         tx.executemany(
@@ -177,15 +177,17 @@ class SQLiteVectorIndex:
 
     # -- segments ---------------------------------------------------------
     @staticmethod
-    def _generation(tx: Tx) -> int:
-        row = tx.one("SELECT value FROM meta WHERE key = 'vector_generation'")
-        return int(row["value"]) if row else 0
+    def _meta(tx: Tx, key: str) -> str | None:
+        row = tx.one("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(row["value"]) if row else None
+
+    def _generation(self, tx: Tx) -> int:
+        return int(self._meta(tx, "vector_generation") or 0)
 
     def _store(self, tx: Tx) -> str:
         """The store's identity (``meta.store_id``): files of another store are not read."""
         if self._store_id is None:
-            row = tx.one("SELECT value FROM meta WHERE key = 'store_id'")
-            self._store_id = str(row["value"]) if row else ""
+            self._store_id = self._meta(tx, "store_id") or ""
         return self._store_id
 
     def _segment(self, tx: Tx, tenant: str, layer: str, *, build: bool) -> Segment | None:
@@ -198,8 +200,7 @@ class SQLiteVectorIndex:
             prefix = self.directory / segment_name(tenant, layer)
             try:
                 seg = Segment.open(self.dims, prefix, store=store, model=self._label)
-                mark = tx.one("SELECT value FROM meta WHERE key = 'vector_rowid'")
-                if seg is not None and seg.max_rowid > int(mark["value"] if mark else 0):
+                if seg is not None and seg.max_rowid > int(self._meta(tx, "vector_rowid") or 0):
                     # files ahead of the store (a file restored from a backup): rebuild
                     remove_files(prefix)
                     seg = None
@@ -233,7 +234,7 @@ class SQLiteVectorIndex:
         row = tx.one("SELECT max(rowid) AS m FROM vectors WHERE tenant = ? AND layer = ?",
                      (tenant, layer))
         top = int(row["m"] or 0) if row else 0
-        if getattr(tx, "writes", True):
+        if tx.writable:
             with self._lock:
                 seg = self._segments.get((tenant, layer))
             return seg, min(top, seg.max_rowid) if seg is not None else top
@@ -273,12 +274,10 @@ class SQLiteVectorIndex:
             with seg.locked():
                 rows = seg.rows[: seg.n]
                 held = (rows["alive"] == 1) & (rows["rowid"] <= top)
-                count = tx.one("SELECT count(*) AS n FROM vectors WHERE tenant = ? AND "
-                               "layer = ?", (tenant, layer))
-                if gen > seg.generation and int(count["n"] if count else 0) == int(held.sum()):
+                if gen > seg.generation and self._count(tx, tenant, layer) == int(held.sum()):
                     # every row of the table is held alive (rowids never repeat): none gone
                     seg.scrub(np.zeros(0, np.int64), gen)
-                if gen > seg.generation:
+                elif gen > seg.generation:
                     live = np.fromiter((r["rid"] for r in tx.all(
                         "SELECT rowid AS rid FROM vectors WHERE tenant = ? AND layer = ?",
                         (tenant, layer))), np.int64)
@@ -308,6 +307,8 @@ class SQLiteVectorIndex:
         """Bring the files up to date with the table now: scrub what was deleted (after a
         forget or a sweep) and append what was written (on close), for ``tenant`` or for
         every tenant this process wrote or whose files exist."""
+        # fact vectors kept by rowid: a forgotten fact's must not outlive it in memory
+        self._fact_vectors.clear()
         if self._db is None:
             return
         tenants = {tenant} if tenant is not None else self._tenants_on_disk() | self._written \
@@ -399,7 +400,7 @@ class SQLiteVectorIndex:
             return []
         with self._lock:
             # what a transaction that may write reads is not kept: it may be rolled back
-            cache = {} if getattr(tx, "writes", True) else self._fact_vectors
+            cache = {} if tx.writable else self._fact_vectors
             missing = [int(r["vr"]) for r in rows if int(r["vr"]) not in cache]
             if len(cache) + len(missing) > FACT_CACHE:
                 cache.clear()

@@ -192,6 +192,9 @@ class Segment:
             self.codes, self.restricted = {}, {}
             self._codes_bytes = self._readers_bytes = 0
             self.proj = None
+            # the caches are keyed by row count and generation, which new files may repeat
+            self._masks.clear()
+            self._min_expiry = (-1, math.inf)
         if int(head["cap"]) != self.cap:
             self._map(int(head["cap"]))
         with self._path(".codes").open("rb") as f:
