@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from backends import StoreProbe
+from backends import StoreProbe, open_store
 from memstrata import ManualClock, Memory, Scope
 
 ALICE = Scope(user="alice", project="docs-site")
@@ -267,3 +268,43 @@ def test_equal_relevance_the_best_adjusted_rows_are_found_however_late(
     assert max(e.id for e in old) < min(e.id for e in fresh)  # read last among equals
     res = vmem.recall(ALICE, text, k=3, budget_tokens=100_000)
     assert set(res.refs) == {e.ref for e in fresh}
+
+
+class _SlowQueries:
+    """The real embedder, whose query embedding runs ``during()`` first (what another
+    thread does while a recall waits for its query vector)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.model_name, self.dims = inner, inner.model_name, inner.dims
+        self.during: Any = None
+
+    def embed(self, texts: Any) -> Any:
+        return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> Any:
+        if self.during is not None:
+            time.sleep(0.2)  # the recall's lexical rows are read meanwhile
+            self.during()
+        return self.inner.embed_query(text)
+
+
+def test_an_episode_forgotten_while_the_query_is_embedded_is_never_shown(
+        store_url: str, scratch_url: str | None, clock: ManualClock, minilm: Any) -> None:
+    """The ranker reads the best lexical matches' rows while the query is embedded; one
+    forgotten before the vector arrives is dropped, however well it matched."""
+    slow = _SlowQueries(minilm)
+    vmem = open_store(store_url, scratch_url, clock, slow)
+    try:
+        gone = vmem.episodes.append(ALICE, text="The nightly backup job failed on the "
+                                    "replica disk", actor="tool", source="ci:1")
+        kept = vmem.episodes.append(ALICE, text="The nightly backup job failed again after "
+                                    "the replica disk filled up", actor="tool", source="ci:2")
+        query = "why did the nightly backup job fail on the replica disk"
+        assert gone.ref in vmem.recall(ALICE, query).refs
+        slow.during = lambda: vmem.forget(ALICE, record_ids=[gone.ref], force=True)
+        res = vmem.recall(ALICE, query)
+        slow.during = None
+        assert gone.ref not in res.refs and kept.ref in res.refs
+        assert gone.ref not in vmem.recall(ALICE, query).refs
+    finally:
+        vmem.close()

@@ -72,7 +72,7 @@ def test_migrations_need_the_owner_are_recorded_and_not_rerun(pg_database: AppDa
     assert names == ["m001_initial", "m002_guards", "m003_row_level_security",
                      "m004_vector_indexes", "m005_private_tenant_registry",
                      "m006_episode_threads", "m007_api_keys",
-                     "m008_drop_source_thread_index"]
+                     "m008_drop_source_thread_index", "m009_episode_match_rows"]
     assert migrate(pg_database) == names  # idempotent
     with Memory.open(pg_database.app_url, embedder=None) as mem:
         assert mem.stats()["migrations"] == names

@@ -202,3 +202,30 @@ def test_a_small_store_keeps_its_vectors_in_memory(tmp_path: Path, clock: Manual
     assert eps[4].ref not in again.recall(ALICE, "nightly backup", layers=["episodes"],
                                           k=20).refs
     again.close()
+
+
+def test_the_sampled_selection_finds_the_same_largest_values_as_a_full_partition() -> None:
+    """The re-rank candidates: a threshold read off a strided sample, or the full partition
+    when the sample misleads (the large values sit exactly on the stride, or are few)."""
+    import numpy as np
+
+    from memstrata.store.sqlite_vectors import largest
+
+    rng = np.random.default_rng(7)
+    n, count = 200_000, 1_000
+    step = n // (32 * count)
+    cases = {"random": rng.standard_normal(n).astype(np.float32)}
+    cases["sorted"] = np.sort(cases["random"])
+    on_stride = np.zeros(n, np.float32)
+    on_stride[::step] = 1.0 + rng.random(on_stride[::step].size, dtype=np.float32)
+    cases["large values on the stride"] = on_stride
+    off_stride = np.zeros(n, np.float32)
+    off_stride[1::step] = 1.0 + rng.random(off_stride[1::step].size, dtype=np.float32)
+    cases["large values between it"] = off_stride
+    cases["ties"] = np.ones(n, np.float32)
+    for name, values in cases.items():
+        got = largest(values, count)
+        assert got.size == count == np.unique(got).size, name
+        want = np.argpartition(values, n - count)[n - count:]
+        assert np.array_equal(np.sort(values[got]), np.sort(values[want])), name
+    assert np.array_equal(np.sort(largest(cases["random"][:50], 100)), np.arange(50))

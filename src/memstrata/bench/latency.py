@@ -10,11 +10,14 @@ is then the time from opening the store to the first answer (the embedding model
 the vector files' mapping and the token encoder included). ``query_embedder`` embeds every
 query with a second model as well (e.g. a store filled with ``hash:384`` vectors, which a
 1M run can afford, timed with MiniLM's real query cost); ``embed_query_p50_ms`` is that
-embedding alone over the same queries, so recall reads against it.
+embedding alone over the same queries, so recall reads against it. ``start`` begins at
+that synthetic episode, so a second run grows a store the first filled (100k, then 900k
+more to 1M) with texts that never repeat the first run's.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import resource
 import shutil
@@ -26,6 +29,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from ..errors import ValidationError
 from ..memory import Memory
 from ..models import Scope
 from .store import percentile
@@ -76,7 +80,7 @@ class _AlsoEmbedQuery:
 def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
         distinct: int | None = None, batch: int = 512, repeats: int = 3,
         progress: Progress | None = None,
-        query_embedder: str | None = None) -> dict[str, Any]:
+        query_embedder: str | None = None, start: int = 0) -> dict[str, Any]:
     """Fill a store with ``n`` episodes and time recall. With ``distinct`` < n, texts repeat
     (with new dates and sources) after ``distinct`` of them and each distinct text is
     embedded once; write throughput is then reported for the distinct phase only."""
@@ -95,7 +99,11 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
     # n == 0 measures recall on an existing store (--url) without adding anything
     # distinct texts never repeat (each has its ticket reference): no text is embedded or
     # indexed twice unless ``distinct`` asks for it
-    base = list(episodes(distinct, seed=3, unique=True)) if n else []
+    if start < 0:
+        raise ValidationError(f"start must be >= 0, got {start}",
+                              hint="the number of synthetic episodes already in the store")
+    base = list(itertools.islice(episodes(start + distinct, seed=3, unique=True), start,
+                                 None)) if n else []
     t_first = t_rest = 0.0
     done = 0
     chunk: list[dict[str, Any]] = []
@@ -148,7 +156,8 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
         shutil.rmtree(tmp, ignore_errors=True)
     return {
         "benchmark": "latency", "backend": target.split(":", 1)[0],
-        "episodes": done or stats.get("rows", {}).get("episodes"),
+        "episodes": stats.get("rows", {}).get("episodes") or done, "added": done,
+        "start": start,
         "distinct_texts": distinct if n else None, "embedder": embedder,
         "write_per_s": round(distinct / t_first, 1) if t_first else None,
         "write_per_s_repeated_texts": round((n - distinct) / t_rest, 1) if t_rest else None,

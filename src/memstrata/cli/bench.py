@@ -101,17 +101,20 @@ def bench_store(sizes: str, texts: int, single: int | None, out: str, as_json: b
 @click.option("--query-embedder", default=None,
               help="Embed each query with this model too, for its cost (e.g. minilm over a "
                    "store filled with hash:384 vectors).")
+@click.option("--start", type=int, default=0, show_default=True,
+              help="Begin at this synthetic episode: grow a store an earlier run filled with "
+                   "that many (e.g. 100k to 1M) without repeating its texts.")
 @click.option("--out", default="bench-results/latency.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def bench_latency(n: int, url: str | None, embedder: str, distinct: int | None,
-                  query_embedder: str | None, out: str, as_json: bool) -> None:
+                  query_embedder: str | None, start: int, out: str, as_json: bool) -> None:
     """Write throughput with embeddings, recall p50/p95, peak RSS, DB size."""
     from ..bench.latency import run
 
     bar, update = _progress()
     with bar:
         res = run(n, url=url, embedder=embedder, distinct=distinct, progress=update,
-                  query_embedder=query_embedder)
+                  query_embedder=query_embedder, start=start)
     if not as_json:
         table(f"recall latency at {res['episodes']:,} episodes ({res['backend']})",
               ["write/s", "open+first s", "recall p50 ms", "recall p95 ms",

@@ -84,11 +84,12 @@ from .selector import Selector
 COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
            "confidence, expires_at, supersedes, readers, flags, subject, thread")
 _SELECT = f"SELECT {SCOPE_COLUMNS}, {COLUMNS} FROM episodes r"
-#: What a ranker scores a candidate by (:meth:`Episodes.score_rows`): the rest of a row is
-#: read only for the candidates it keeps.
-_SCORE_SELECT = ("SELECT r.id, r.text, r.event, r.subject, r.observed_at, r.actor, r.s_user, "
-                 "r.s_project, r.s_agent, EXISTS (SELECT 1 FROM episodes s WHERE "
-                 "s.tenant = r.tenant AND s.supersedes = r.id) AS superseded FROM episodes r")
+#: What a ranker scores a candidate by and builds its hit from (:meth:`Episodes.score_rows`,
+#: :func:`row_hit`): the short columns of a row, without evidence, readers and expiry.
+_SCORE_SELECT = ("SELECT r.tenant, r.id, r.text, r.event, r.subject, r.observed_at, r.actor, "
+                 "r.source, r.outcome, r.flags, r.thread, r.s_user, r.s_project, r.s_agent, "
+                 "EXISTS (SELECT 1 FROM episodes s WHERE s.tenant = r.tenant AND "
+                 "s.supersedes = r.id) AS superseded FROM episodes r")
 #: How many episodes before (and after) one in its thread are indexed as its context.
 CONTEXT_EPISODES = 2
 #: How many stored episodes after a batch's first one are read to place the batch.
@@ -629,8 +630,9 @@ class Episodes:
 
     @staticmethod
     def score_rows(tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Row]:
-        """What a ranker scores candidates by, by id, inside the caller's transaction (the
-        caller filtered them): id, text, event, subject, observed_at, actor, the scope
+        """What a ranker scores candidates by and builds their hits from (:func:`row_hit`),
+        by id, inside the caller's transaction (the caller filtered them): tenant, id, text,
+        event, subject, observed_at, actor, source, outcome, flags, thread, the scope
         columns s_user/s_project/s_agent, and ``superseded`` (a later episode supersedes
         it)."""
         out: dict[str, Row] = {}
@@ -638,6 +640,16 @@ class Episodes:
             for row in tx.all(f"{_SCORE_SELECT} WHERE r.tenant = ? AND r.id IN "
                               f"({marks(chunk)})", (tenant, *chunk)):
                 out[row["id"]] = row
+        return out
+
+    @staticmethod
+    def present(tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` are still stored (not forgotten or swept)."""
+        out: set[str] = set()
+        for chunk in chunks(list(ids)):
+            out |= {r["id"] for r in tx.all(
+                f"SELECT id FROM episodes WHERE tenant = ? AND id IN ({marks(chunk)})",
+                (tenant, *chunk))}
         return out
 
     def read_many(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, Episode]:

@@ -143,6 +143,8 @@ class _QueryEmbedding:
     def __init__(self, index: RecordIndex, query: str) -> None:
         self._vector: Any = None
         self._error: BaseException | None = None
+        #: Whether the vector (or the error) is there yet.
+        self.ready = False
         self._done = _thread.allocate_lock()
         self._done.acquire()
         # a bare thread: threading.Thread.start() waits until the new thread runs, which
@@ -155,6 +157,7 @@ class _QueryEmbedding:
         except BaseException as exc:  # re-raised in the caller's thread by result()
             self._error = exc
         finally:
+            self.ready = True
             self._done.release()
 
     def result(self) -> Any:
@@ -170,8 +173,9 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
     """The default ranker (see the module docstring).
 
     Two read transactions: the lexical searches first, while the query is embedded
-    (:class:`_QueryEmbedding`), then the vector searches, the rows and the scores. A
-    candidate forgotten between them is dropped (its row is gone), never shown.
+    (:class:`_QueryEmbedding`), and as long as the embedding takes, the rows of the best
+    lexical matches; then the vector searches, the other rows and the scores. A candidate
+    forgotten between them is dropped (its row is gone), never shown.
     """
     q_terms = terms(req.query)
     hits: list[Hit] = []
@@ -183,6 +187,7 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
     all_common: AllCommon = "keep" if vectors is None else "drop"
     fact_filter = _fact_filter(src, req) if "facts" in req.layers else None
     episodes = _EpisodeCandidates.of(src, req) if "episodes" in req.layers else None
+    scorer: _EpisodeScorer | None = None
     fact_lex: dict[str, float] = {}
     with src.db.transaction(req.scope.tenant, write=False) as tx:
         if fact_filter is not None:
@@ -190,7 +195,10 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
             fact_lex = dict(src.db.text_search(tx, "facts", req.query, where, params, limit,
                                                all_common=all_common))
         if episodes is not None:
-            episodes.search_text(src, tx, req, limit, all_common)
+            scorer = episodes.search_text(src, tx, req, limit, all_common,
+                                          with_vectors=vectors is not None)
+            if pending is not None:
+                scorer.prefetch(src.episodes, tx, req.scope.tenant, lambda: not pending.ready)
     qvec = pending.result() if pending is not None else None
     with src.db.transaction(req.scope.tenant, write=False) as tx:
         if fact_filter is not None:
@@ -206,8 +214,8 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
                     uncapped = _fact_raw(found[rid], rel, req.now)
                     raw[f"fact:{rid}"] = uncapped
                     hits.append(fact_hit(found[rid], rel, req.now, uncapped=uncapped))
-        if episodes is not None:
-            hits += _rank_episodes(src, tx, req, episodes, limit, qvec,
+        if episodes is not None and scorer is not None:
+            hits += _rank_episodes(src, tx, req, episodes, scorer, limit, qvec,
                                    keep=req.k + KEEP_SPARE, raw=raw)
         if "handoffs" in req.layers and src.checkpoints is not None:
             hits += _rank_handoffs(src.checkpoints, tx, req, q_terms, raw)
@@ -259,6 +267,9 @@ W_LEXICAL, W_SEMANTIC, W_SUBJECT, W_PERIOD = 0.5, 0.5, 0.3, 0.2
 #: Episode hits a ranking builds beyond the k asked for: spares for the gate, which skips a
 #: hit that would overflow the token budget and takes the next.
 KEEP_SPARE = 10
+#: Rows a batch of :meth:`_EpisodeScorer.prefetch` reads (between two looks at the query
+#: vector).
+_PREFETCH_BATCH = 16
 #: Below this absolute evidence (semantic or word coverage) a candidate is noise.
 MIN_EVIDENCE = 0.25
 _MAX_EPISODE_REL = W_LEXICAL + W_SEMANTIC + W_SUBJECT + W_PERIOD
@@ -294,26 +305,28 @@ class _EpisodeCandidates:
         return cls(where, list(params), lower)
 
     def search_text(self, src: RankSources, tx: Any, req: RankRequest, limit: int,
-                    all_common: AllCommon) -> None:
+                    all_common: AllCommon, *, with_vectors: bool) -> _EpisodeScorer:
+        """Search the words (and the subjects named); returns the scorer of the matches."""
         self.named = named_subjects(src, tx, req.scope.tenant, req.query)
         self.drop = sorted({w.lower() for n in self.named for w in n.split()})
         self.lex = dict(src.db.text_search(tx, "episodes", req.query, self.where, self.params,
                                            limit, drop=self.drop, all_common=all_common))
+        return _EpisodeScorer(req, self.lex, self.named, self.drop, with_vectors=with_vectors)
 
 
 def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, cand: _EpisodeCandidates,
-                   limit: int, qvec: Any, keep: int, raw: dict[str, float]) -> list[Hit]:
+                   scorer: _EpisodeScorer, limit: int, qvec: Any, keep: int,
+                   raw: dict[str, float]) -> list[Hit]:
     """Hybrid episode ranking: BM25 over the episode and its thread context (normalised by
     the best match) plus cosine, a boost when the query names the episode's subject, and a
     boost inside a period the query names; an absolute evidence floor keeps noise out.
 
     Candidates are read best bound first, in batches, until no unread candidate can reach
     the ``keep`` best (:meth:`_EpisodeScorer.bound`): the same hits as scoring every
-    candidate, for a fraction of the rows. A candidate forgotten since the lexical search
-    is dropped."""
+    candidate, for a fraction of the rows, and the hits are built from the rows scored (no
+    second read). Rows read while the query was embedded (:meth:`_EpisodeScorer.prefetch`)
+    are not read again; a candidate forgotten since is dropped."""
     vectors, now, scope = src.index.vectors, req.now, req.scope
-    scorer = _EpisodeScorer(req, cand.lex, cand.named, cand.drop,
-                            with_vectors=vectors is not None)
     if vectors is not None and qvec is not None:
         scorer.vec = dict(vectors.search(tx, scope, principal_of(scope, req.principal), qvec,
                                          limit, now=now, since=cand.lower, until=req.until))
@@ -323,35 +336,35 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, cand: _EpisodeCa
     while pos < len(order):
         chunk = order[pos:pos + batch]
         pos += len(chunk)
-        scorer.read(src.episodes, tx, scope.tenant, chunk)
+        scorer.read(src.episodes, tx, scope.tenant, [r for r in chunk if r not in scorer.parts])
         scored += filter(None, map(scorer.score, chunk))
         scored.sort(key=lambda x: (-x[0], -x[1], -x[2], x[3]))
         del scored[keep:]
         if len(scored) == keep and pos < len(order) and scorer.bound(order[pos]) < scored[-1][1]:
             break  # every unread candidate scores below the keep-th: none can enter
         batch = keep
-    rows = src.episodes.rows(tx, scope.tenant, [rid for *_, rid in scored])
+    early = [rid for *_, rid in scored if rid in scorer.early]
+    gone = set(early) - src.episodes.present(tx, scope.tenant, early) if early else set()
     hits: list[Hit] = []
     for score, uncapped, _, rid in scored:
-        parts = scorer.parts[rid]
-        if rid in rows and parts is not None:
-            hit = row_hit(rows[rid], score, parts.superseded, scorer.q_terms)
-            raw[hit.ref] = uncapped
-            hits.append(hit)
+        if rid in gone:
+            continue
+        row = scorer.rows[rid]
+        hit = row_hit(row, score, bool(row["superseded"]), scorer.q_terms)
+        raw[hit.ref] = uncapped
+        hits.append(hit)
     return hits
 
 
 @dataclass(frozen=True)
 class _Parts:
     """What an episode's score takes from its row: the boosts it earns (a named subject, a
-    named period), the adjustment factor (authority, specificity, recency, status) and
-    the query's word coverage."""
+    named period) and the adjustment factor (authority, specificity, recency, status)."""
 
     boost: float
     factor: float
     specificity: int
     superseded: bool
-    coverage: float
 
 
 class _EpisodeScorer:
@@ -365,6 +378,11 @@ class _EpisodeScorer:
         self.with_vectors = with_vectors
         self.vec: dict[str, float] = {}
         self.parts: dict[str, _Parts | None] = {}
+        #: The rows read (:meth:`Episodes.score_rows`), which the hits are built from.
+        self.rows: dict[str, Row] = {}
+        #: The ids read in the first transaction (:meth:`prefetch`).
+        self.early: set[str] = set()
+        self._coverage: dict[str, float] = {}
         self.q_terms = [t for t in terms(req.query) if t not in drop]
         self.top = max(lex.values(), default=0.0) or 1.0
         self.period = window(req.query, req.now)
@@ -377,15 +395,35 @@ class _EpisodeScorer:
         self._most = adjust_raw(1.0, actor="user", specificity=req.scope.specificity(),
                                 age_days=0.0, superseded=False) * (1 + 1e-9)
 
+    def prefetch(self, episodes: Episodes, tx: Any, tenant: str,
+                 waiting: Callable[[], bool]) -> None:
+        """Read the best lexical matches' parts, a batch at a time, while ``waiting()`` (the
+        query vector is not there yet): time the recall would otherwise spend idle."""
+        order = sorted(self.lex, key=lambda r: (-self.lex[r], r))
+        for pos in range(0, len(order), _PREFETCH_BATCH):
+            if not waiting():
+                return
+            chunk = order[pos:pos + _PREFETCH_BATCH]
+            self.read(episodes, tx, tenant, chunk)
+            self.early.update(chunk)
+
     def read(self, episodes: Episodes, tx: Any, tenant: str, ids: Sequence[str]) -> None:
-        """Read the parts of these candidates (a forgotten one gets None), once the vector
-        scores are known."""
+        """Read the parts of these candidates (a forgotten one gets None)."""
         if not ids:
             return
         rows = episodes.score_rows(tx, tenant, ids)
+        self.rows.update(rows)
         for rid in ids:
             row = rows.get(rid)
             self.parts[rid] = self._parts(row) if row is not None else None
+
+    def coverage(self, rid: str) -> float:
+        """The query's word coverage of a candidate whose row was read (computed once)."""
+        cov = self._coverage.get(rid)
+        if cov is None:
+            row = self.rows[rid]
+            cov = self._coverage[rid] = coverage(self.q_terms, f"{row['text']} {row['event']}")
+        return cov
 
     def _parts(self, row: Row) -> _Parts:
         observed = from_text(row["observed_at"]) or self.now
@@ -401,13 +439,7 @@ class _EpisodeScorer:
         factor = adjust_raw(1.0, actor=row["actor"], specificity=specificity,
                             age_days=(self.now - observed).total_seconds() / 86400,
                             superseded=superseded)
-        # word coverage counts where there is no vector evidence to pass the floor by
-        cos = self.vec.get(row["id"])
-        cov = 0.0
-        if self.q_terms and (not self.with_vectors or cos is None
-                             or semantic(cos) < MIN_EVIDENCE):
-            cov = coverage(self.q_terms, f"{row['text']} {row['event']}")
-        return _Parts(boost, factor, specificity, superseded, cov)
+        return _Parts(boost, factor, specificity, superseded)
 
     def _base(self, rid: str, cov: float) -> float:
         lexical = self.lex.get(rid, 0.0) / self.top
@@ -427,9 +459,13 @@ class _EpisodeScorer:
             return None
         cos = self.vec.get(rid)
         sem = semantic(cos) if cos is not None else 0.0
-        if max(parts.coverage, sem) < MIN_EVIDENCE:
+        # word coverage counts where there is no vector evidence to pass the floor by
+        cov = 0.0
+        if self.q_terms and (not self.with_vectors or sem < MIN_EVIDENCE):
+            cov = self.coverage(rid)
+        if max(cov, sem) < MIN_EVIDENCE:
             return None
-        rel = self._base(rid, parts.coverage) + parts.boost
+        rel = self._base(rid, cov) + parts.boost
         uncapped = rel / _MAX_EPISODE_REL * parts.factor
         return min(uncapped, 1.0), uncapped, parts.specificity, rid
 

@@ -14,6 +14,9 @@ Contract and invariants (enforced by the database, not only by Python):
   under row-level security a query's own conditions may not use an index unless their
   operator is LEAKPROOF, and ``tsvector @@ tsquery`` is not, so the GIN index would never
   be used by the application role (every search would read all of the tenant's rows).
+  A third, ``memstrata_episode_match_rows`` (m009), returns the matching episode rows with
+  the filter columns the full-text table carries, so a caller's filter applies to them
+  directly.
   The owner, as definer, is exempt from the non-forced policy; the application role
   reading the full-text tables directly still sees only its tenant.
 - ``tenants`` (the registry of tenant names): a transaction sees its own tenant's name
@@ -391,6 +394,30 @@ def m008_drop_source_thread_index(conn: psycopg.Connection[Any], app_role: str |
     threaded episodes before it backs no query and only slows every insert."""
     del app_role
     conn.execute("DROP INDEX IF EXISTS episodes_thread")
+
+
+@migration
+def m009_episode_match_rows(conn: psycopg.Connection[Any], app_role: str | None) -> None:
+    """The current tenant's matching full-text rows *with the filter columns they carry*
+    (``memstrata_episode_match_rows``, SECURITY DEFINER like m002's match functions): a
+    caller's filter applies to them without looking each match up again (counting a
+    common word's first 2,000 matches, measured on a 140k-episode store as it was being
+    filled: 10-11 ms against 5 ms for one word, 17-18 against 10-11 for another)."""
+    del app_role
+    with conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute("SELECT quote_ident(current_schema())").fetchone()
+    schema = row[0] if row else "public"
+    conn.execute(f"""
+        CREATE FUNCTION memstrata_episode_match_rows(q tsquery, cap integer)
+            RETURNS TABLE (tenant text, id text, s_user text, s_project text, s_agent text,
+                           expires_at timestamptz, observed_at timestamptz, readers text)
+            LANGUAGE sql STABLE SECURITY DEFINER
+            SET search_path = pg_catalog, {schema} SET enable_seqscan = off AS $$
+            SELECT f.tenant, f.id, f.s_user, f.s_project, f.s_agent, f.expires_at,
+                   f.observed_at, f.readers
+            FROM episodes_fts f
+            WHERE f.tenant = current_setting('{TENANT_SETTING}', true) AND f.tsv @@ q
+            LIMIT cap $$""")
 
 
 def _tenant_policy(conn: psycopg.Connection[Any], table: str, *, force: bool) -> None:

@@ -101,6 +101,9 @@ Conn = psycopg.Connection[Row]
 _RANK_WEIGHTS = "'{0.1, 0.2, 0.5, 1.0}'"
 #: The SECURITY DEFINER functions that match with the GIN index (see pg_schema).
 _MATCHES = {"episodes": "memstrata_episode_matches", "facts": "memstrata_fact_matches"}
+#: The matching rows with their filter columns (m009): tables whose filter the full-text
+#: table carries.
+_MATCH_ROWS = {"episodes": "memstrata_episode_match_rows"}
 _FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
 #: How many of the tenant's matches of a word its scoped count reads first, in
 #: COMMON_TERM_DOCS (see _rare_words).
@@ -401,13 +404,17 @@ class PostgresDatabase:
         caller's query keeps (:func:`memstrata.store.lexical.selective`); the tenant's
         matches bound the caller's count; both are remembered (per tenant, per filter)."""
         tsq = f"plainto_tsquery('{TS_CONFIG}', ?)"
+        if table in _MATCH_ROWS and fts == "r":
+            # the filter applies to the matches as they come (m009): no lookup of each
+            matches = f"{_MATCH_ROWS[table]}({tsq}, ?) r WHERE"
+        else:
+            matches = f"{source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, ?)) AND"
 
         def count(word: str, cap: int | None) -> int:
             # the caller's matching rows, at most COMMON_TERM_DOCS, among the tenant's
             # first ``cap`` matches (None: all of them)
             return int(tx.one(
-                f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {fts}.id IN "
-                f"(SELECT {_MATCHES[table]}({tsq}, ?)) AND {where} LIMIT ?) c",
+                f"SELECT count(*) AS n FROM (SELECT 1 FROM {matches} {where} LIMIT ?) c",
                 (word, cap, *params, COMMON_TERM_DOCS))["n"])
 
         def scoped_count(word: str) -> int:

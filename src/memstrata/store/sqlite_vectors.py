@@ -86,6 +86,26 @@ def blas_threads(elements: int) -> Any:
     return _blas.limit(limits=1, user_api="blas")
 
 
+def largest(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the ``count`` largest of ``values``, in no order. Past ``64 * count``
+    values, a threshold read off a strided sample selects about twice ``count`` of them in
+    one comparison pass, and only those are partitioned; the whole array is, as before,
+    when the sample's guess falls short. The same set as a full partition (ties at the
+    boundary aside), for a fraction of its cost (measured: 1M values, 10 ms partitioned)."""
+    n = values.size
+    if count >= n:
+        return np.arange(n)
+    if n >= 64 * count:
+        sample = values[:: n // (32 * count)]
+        rank = sample.size - 1 - 2 * count * sample.size // n  # twice count, scaled down
+        threshold = np.partition(sample, rank)[rank]
+        picked = np.flatnonzero(values >= threshold)
+        if picked.size >= count:
+            return picked[np.argpartition(values[picked], picked.size - count)
+                          [picked.size - count:]]
+    return np.argpartition(values, n - count)[n - count:]
+
+
 def _epoch(value: Any, default: float) -> float:
     dt = from_text(value)
     return dt.timestamp() if dt is not None else default
@@ -365,8 +385,7 @@ class SQLiteVectorIndex:
             low_q = qvec @ block.proj
             with blas_threads(idx.size * low_q.size):
                 coarse = block.low[:n] @ low_q if idx.size == n else block.low[idx] @ low_q
-            # the RERANK largest, without negating (a copy of every coarse score)
-            keep = np.argpartition(coarse, coarse.size - RERANK)[coarse.size - RERANK:]
+            keep = largest(coarse, RERANK)
             idx = keep if idx.size == n else idx[keep]
             with blas_threads(0):
                 scores = block.vec[idx] @ qvec
@@ -380,8 +399,7 @@ class SQLiteVectorIndex:
         top = np.argpartition(-scores, take - 1)[:take]
         top = top[np.argsort(-scores[top])]
         rows = top if idx.size == n_all else idx[top]
-        return [(block.record_id(int(j)), float(scores[int(t)]))
-                for j, t in zip(rows, top, strict=True)]
+        return list(zip(block.record_ids(rows), scores[top].tolist(), strict=True))
 
     def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,
                     limit: int) -> list[tuple[str, float]]:

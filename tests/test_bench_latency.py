@@ -1,0 +1,43 @@
+"""`memstrata bench latency`: a store filled in two runs holds every text once, and a
+measuring run (``--n 0``) reports the first query after open (no timings are asserted)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memstrata import ValidationError
+from memstrata.bench.latency import run
+from memstrata.cli import cli
+
+
+def test_a_second_run_from_start_grows_the_store_with_new_texts(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'lat.db'}"
+    first = run(30, url=url, embedder="hash", batch=8, repeats=1)
+    grown = run(20, url=url, embedder="hash", batch=8, repeats=1, start=30)
+    assert (first["episodes"], first["added"]) == (30, 30)
+    assert (grown["episodes"], grown["added"], grown["start"]) == (50, 20, 30)
+    with sqlite3.connect(tmp_path / "lat.db") as conn:
+        texts = [t for (t,) in conn.execute("SELECT text FROM episodes")]
+    assert len(texts) == len(set(texts)) == 50  # nothing of the first run repeats
+    again = run(0, url=url, embedder="hash", repeats=2)
+    assert again["added"] == 0 and again["episodes"] == 50
+    assert again["open_first_query_s"] > 0 and again["recall_later_passes_p95_ms"] > 0
+    with pytest.raises(ValidationError):
+        run(5, url=url, embedder="hash", start=-1)
+    with sqlite3.connect(tmp_path / "lat.db") as conn:
+        assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (50,)
+
+
+def test_latency_cli_prints_a_table_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "latency.json"
+    result = CliRunner().invoke(cli, ["bench", "latency", "--n", "12", "--embedder", "hash",
+                                      "--url", f"sqlite:///{tmp_path / 'l.db'}",
+                                      "--start", "5", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "recall p95 ms" in result.output and "open+first s" in result.output
+    assert json.loads(out.read_text())["start"] == 5
