@@ -26,7 +26,10 @@ def test_a_second_run_from_start_grows_the_store_with_new_texts(tmp_path: Path) 
     assert len(texts) == len(set(texts)) == 50  # nothing of the first run repeats
     again = run(0, url=url, embedder="hash", repeats=2)
     assert again["added"] == 0 and again["episodes"] == 50
-    assert again["open_first_query_s"] > 0 and again["recall_later_passes_p95_ms"] > 0
+    # only a measuring run reports the first query after open (a filling run opened the
+    # store before it wrote); the figure itself is a timing, rounded to 10 ms
+    assert first["open_first_query_s"] is None and again["open_first_query_s"] is not None
+    assert again["recall_later_passes_p95_ms"] is not None
     with pytest.raises(ValidationError):
         run(5, url=url, embedder="hash", start=-1)
     with sqlite3.connect(tmp_path / "lat.db") as conn:

@@ -16,7 +16,7 @@ import _thread
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -214,9 +214,9 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
                     uncapped = _fact_raw(found[rid], rel, req.now)
                     raw[f"fact:{rid}"] = uncapped
                     hits.append(fact_hit(found[rid], rel, req.now, uncapped=uncapped))
-        if episodes is not None and scorer is not None:
-            hits += _rank_episodes(src, tx, req, episodes, scorer, limit, qvec,
-                                   keep=req.k + KEEP_SPARE, raw=raw)
+        if scorer is not None:
+            hits += _rank_episodes(src, tx, req, scorer, limit, qvec, keep=req.k + KEEP_SPARE,
+                                   raw=raw)
         if "handoffs" in req.layers and src.checkpoints is not None:
             hits += _rank_handoffs(src.checkpoints, tx, req, q_terms, raw)
     rank_order(hits, raw)
@@ -284,17 +284,13 @@ def named_subjects(src: RankSources, tx: Any, tenant: str, query: str) -> set[st
     return src.episodes.subjects_named(tx, tenant, candidates)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _EpisodeCandidates:
-    """The episodes' read filter for a request and, once searched, their lexical matches
-    and the subjects the query names (found before the query vector is ready)."""
+    """The episodes' read filter for a request (and the earliest date it admits)."""
 
     where: str
     params: list[Any]
     lower: datetime | None
-    named: set[str] = field(default_factory=set)
-    drop: list[str] = field(default_factory=list)
-    lex: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, src: RankSources, req: RankRequest) -> _EpisodeCandidates:
@@ -306,17 +302,18 @@ class _EpisodeCandidates:
 
     def search_text(self, src: RankSources, tx: Any, req: RankRequest, limit: int,
                     all_common: AllCommon, *, with_vectors: bool) -> _EpisodeScorer:
-        """Search the words (and the subjects named); returns the scorer of the matches."""
-        self.named = named_subjects(src, tx, req.scope.tenant, req.query)
-        self.drop = sorted({w.lower() for n in self.named for w in n.split()})
-        self.lex = dict(src.db.text_search(tx, "episodes", req.query, self.where, self.params,
-                                           limit, drop=self.drop, all_common=all_common))
-        return _EpisodeScorer(req, self.lex, self.named, self.drop, with_vectors=with_vectors)
+        """Search the words and the subjects the query names (before the query vector is
+        ready); returns the scorer of the matches."""
+        named = named_subjects(src, tx, req.scope.tenant, req.query)
+        drop = sorted({w.lower() for n in named for w in n.split()})
+        lex = dict(src.db.text_search(tx, "episodes", req.query, self.where, self.params,
+                                      limit, drop=drop, all_common=all_common))
+        return _EpisodeScorer(req, lex, named, drop, lower=self.lower,
+                              with_vectors=with_vectors)
 
 
-def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, cand: _EpisodeCandidates,
-                   scorer: _EpisodeScorer, limit: int, qvec: Any, keep: int,
-                   raw: dict[str, float]) -> list[Hit]:
+def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _EpisodeScorer,
+                   limit: int, qvec: Any, keep: int, raw: dict[str, float]) -> list[Hit]:
     """Hybrid episode ranking: BM25 over the episode and its thread context (normalised by
     the best match) plus cosine, a boost when the query names the episode's subject, and a
     boost inside a period the query names; an absolute evidence floor keeps noise out.
@@ -329,8 +326,8 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, cand: _EpisodeCa
     vectors, now, scope = src.index.vectors, req.now, req.scope
     if vectors is not None and qvec is not None:
         scorer.vec = dict(vectors.search(tx, scope, principal_of(scope, req.principal), qvec,
-                                         limit, now=now, since=cand.lower, until=req.until))
-    order = sorted(set(cand.lex) | set(scorer.vec), key=lambda r: (-scorer.bound(r), r))
+                                         limit, now=now, since=scorer.lower, until=req.until))
+    order = sorted(set(scorer.lex) | set(scorer.vec), key=lambda r: (-scorer.bound(r), r))
     scored: list[tuple[float, float, int, str]] = []
     pos, batch = 0, keep + 10
     while pos < len(order):
@@ -364,7 +361,6 @@ class _Parts:
     boost: float
     factor: float
     specificity: int
-    superseded: bool
 
 
 class _EpisodeScorer:
@@ -373,8 +369,8 @@ class _EpisodeScorer:
     scores)."""
 
     def __init__(self, req: RankRequest, lex: dict[str, float], named: set[str],
-                 drop: Sequence[str], *, with_vectors: bool) -> None:
-        self.now, self.lex, self.named = req.now, lex, named
+                 drop: Sequence[str], *, lower: datetime | None, with_vectors: bool) -> None:
+        self.now, self.lex, self.named, self.lower = req.now, lex, named, lower
         self.with_vectors = with_vectors
         self.vec: dict[str, float] = {}
         self.parts: dict[str, _Parts | None] = {}
@@ -382,7 +378,6 @@ class _EpisodeScorer:
         self.rows: dict[str, Row] = {}
         #: The ids read in the first transaction (:meth:`prefetch`).
         self.early: set[str] = set()
-        self._coverage: dict[str, float] = {}
         self.q_terms = [t for t in terms(req.query) if t not in drop]
         self.top = max(lex.values(), default=0.0) or 1.0
         self.period = window(req.query, req.now)
@@ -417,14 +412,6 @@ class _EpisodeScorer:
             row = rows.get(rid)
             self.parts[rid] = self._parts(row) if row is not None else None
 
-    def coverage(self, rid: str) -> float:
-        """The query's word coverage of a candidate whose row was read (computed once)."""
-        cov = self._coverage.get(rid)
-        if cov is None:
-            row = self.rows[rid]
-            cov = self._coverage[rid] = coverage(self.q_terms, f"{row['text']} {row['event']}")
-        return cov
-
     def _parts(self, row: Row) -> _Parts:
         observed = from_text(row["observed_at"]) or self.now
         boost = W_SUBJECT if self.boost_subject and row["subject"] in self.named else 0.0
@@ -435,11 +422,10 @@ class _EpisodeScorer:
             boost += W_PERIOD
         specificity = ((row["s_user"] is not None) + (row["s_project"] is not None)
                        + (row["s_agent"] is not None))
-        superseded = bool(row["superseded"])
         factor = adjust_raw(1.0, actor=row["actor"], specificity=specificity,
                             age_days=(self.now - observed).total_seconds() / 86400,
-                            superseded=superseded)
-        return _Parts(boost, factor, specificity, superseded)
+                            superseded=bool(row["superseded"]))
+        return _Parts(boost, factor, specificity)
 
     def _base(self, rid: str, cov: float) -> float:
         lexical = self.lex.get(rid, 0.0) / self.top
@@ -462,7 +448,8 @@ class _EpisodeScorer:
         # word coverage counts where there is no vector evidence to pass the floor by
         cov = 0.0
         if self.q_terms and (not self.with_vectors or sem < MIN_EVIDENCE):
-            cov = self.coverage(rid)
+            row = self.rows[rid]
+            cov = coverage(self.q_terms, f"{row['text']} {row['event']}")
         if max(cov, sem) < MIN_EVIDENCE:
             return None
         rel = self._base(rid, cov) + parts.boost
