@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -145,6 +146,41 @@ def test_stdio_server_in_a_subprocess(tmp_path: Path) -> None:
         assert mem.stats()["rows"]["scratch"] == 0
         op = mem.ledger.get(ALICE, "publish:v17")
         assert op is not None and op.status == "succeeded" and op.run_id
+
+
+def test_stdio_answers_every_request_read_before_stdin_closes(tmp_path: Path) -> None:
+    """A script that writes its requests and closes stdin still gets every reply.
+
+    The SDK cancels the handlers still running at end of input; without the
+    server's drain the tool calls (run in a worker thread) lose their replies.
+    """
+    db = tmp_path / "memory.db"
+    _seed(db)
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "pipe", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "log_episode",
+                    "arguments": {"text": "Piped deploy note", "event": "note",
+                                  "source": "pipe:1"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+         "params": {"name": "get_durable_records", "arguments": {}}},
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", CLI, "mcp", "--url", f"sqlite:///{db}", "--user", "alice",
+         "--project", "docs-site"],
+        input="".join(json.dumps(line) + "\n" for line in lines), capture_output=True,
+        text=True, env=_env(tmp_path / "home"), timeout=120)
+    replies = {r["id"]: r for r in map(json.loads, out.stdout.splitlines()) if "id" in r}
+    assert sorted(replies) == [1, 2, 3, 4], out.stderr
+    logged = replies[3]["result"]["structuredContent"]["logged"]
+    claims = [f["claim"] for f in replies[4]["result"]["structuredContent"]["facts"]]
+    assert claims == ["Alice prefers written status updates"]
+    with Memory.open(f"sqlite:///{db}", embedder=None) as mem:
+        assert mem.get(logged, scope=ALICE) is not None
 
 
 def _free_port() -> int:
