@@ -316,12 +316,11 @@ class _AnswerBeforeEof:
     def __init__(self, read_stream: Any, write_stream: Any) -> None:
         import anyio
 
-        self._read, self._write = read_stream, write_stream
         self._open: set[Any] = set()
         self._idle = anyio.Event()
         self._idle.set()
-        self.reader = _Reader(self)
-        self.writer = _Writer(self)
+        self.reader = _Reader(self, read_stream)
+        self.writer = _Writer(self, write_stream)
 
     def opened(self, request_id: Any) -> None:
         import anyio
@@ -342,13 +341,26 @@ class _AnswerBeforeEof:
             await self._idle.wait()
 
 
-class _Reader:
-    def __init__(self, pair: _AnswerBeforeEof) -> None:
-        self._pair = pair
+class _Relay:
+    """One side of :class:`_AnswerBeforeEof`: closing it closes the transport's stream."""
 
+    def __init__(self, pair: _AnswerBeforeEof, stream: Any) -> None:
+        self._pair, self._stream = pair, stream
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _Reader(_Relay):
     @property
     def last_context(self) -> Any:
-        return getattr(self._pair._read, "last_context", None)
+        return getattr(self._stream, "last_context", None)
 
     async def receive(self) -> Any:
         import anyio
@@ -356,7 +368,7 @@ class _Reader:
         from mcp.types import JSONRPCNotification, JSONRPCRequest
 
         try:
-            item = await self._pair._read.receive()
+            item = await self._stream.receive()
         except anyio.EndOfStream:
             await self._pair.wait_idle()
             raise
@@ -379,36 +391,15 @@ class _Reader:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        await self._pair._read.aclose()
 
-    async def __aenter__(self) -> _Reader:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class _Writer:
-    def __init__(self, pair: _AnswerBeforeEof) -> None:
-        self._pair = pair
-
+class _Writer(_Relay):
     async def send(self, item: Any, /) -> None:
         from mcp.types import JSONRPCError, JSONRPCResponse
 
-        await self._pair._write.send(item)
+        await self._stream.send(item)
         message = getattr(item, "message", None)
         if isinstance(message, (JSONRPCResponse, JSONRPCError)):
             self._pair.settled(message.id)
-
-    async def aclose(self) -> None:
-        await self._pair._write.aclose()
-
-    async def __aenter__(self) -> _Writer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 async def serve_http(server: Server[Any], *, port: int = DEFAULT_PORT,
