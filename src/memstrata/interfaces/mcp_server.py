@@ -18,7 +18,7 @@ Contract:
   server never listens on another interface. On stdio, end of input is not a
   cancel: every request read before it is answered before the server exits
   (``printf ... | memstrata mcp`` gets all its replies), within
-  :data:`STDIN_EOF_GRACE_S`.
+  :data:`memstrata.interfaces.mcp_stdio.STDIN_EOF_GRACE_S`.
 - Resources: ``memstrata://identity``, ``memstrata://working-context``,
   ``memstrata://episodic`` (the three memory files of the scope, rendered from the store)
   and ``memstrata://task/TASK`` (the server's task's checkpoint). The prompt
@@ -290,116 +290,15 @@ async def serve_stdio(server: Server[Any]) -> None:
     """
     from mcp.server.stdio import stdio_server
 
+    from .mcp_stdio import AnswerBeforeEof
+
     try:
         async with stdio_server() as (read_stream, write_stream):
-            drain = _AnswerBeforeEof(read_stream, write_stream)
+            drain = AnswerBeforeEof(read_stream, write_stream)
             await server.run(drain.reader, drain.writer,
                              server.create_initialization_options())
     finally:
         _close(server)
-
-
-STDIN_EOF_GRACE_S = 300.0
-"""How long, after stdin ends, the server keeps answering the requests it read."""
-
-
-class _AnswerBeforeEof:
-    """A read/write stream pair whose end of input waits for the open requests.
-
-    ``reader`` relays the transport's read stream and records each request id;
-    ``writer`` relays to the transport's write stream and clears an id when its
-    response or error goes out (a client's ``notifications/cancelled`` clears
-    it too). When the transport's input ends, ``reader`` ends only once no id
-    is open, or after :data:`STDIN_EOF_GRACE_S`.
-    """
-
-    def __init__(self, read_stream: Any, write_stream: Any) -> None:
-        import anyio
-
-        self._open: set[Any] = set()
-        self._idle = anyio.Event()
-        self._idle.set()
-        self.reader = _Reader(self, read_stream)
-        self.writer = _Writer(self, write_stream)
-
-    def opened(self, request_id: Any) -> None:
-        import anyio
-
-        self._open.add(request_id)
-        if self._idle.is_set():
-            self._idle = anyio.Event()
-
-    def settled(self, request_id: Any) -> None:
-        self._open.discard(request_id)
-        if not self._open:
-            self._idle.set()
-
-    async def wait_idle(self) -> None:
-        import anyio
-
-        with anyio.move_on_after(STDIN_EOF_GRACE_S):
-            await self._idle.wait()
-
-
-class _Relay:
-    """One side of :class:`_AnswerBeforeEof`: closing it closes the transport's stream."""
-
-    def __init__(self, pair: _AnswerBeforeEof, stream: Any) -> None:
-        self._pair, self._stream = pair, stream
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> Any:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class _Reader(_Relay):
-    @property
-    def last_context(self) -> Any:
-        return getattr(self._stream, "last_context", None)
-
-    async def receive(self) -> Any:
-        import anyio
-        from mcp.shared.message import SessionMessage
-        from mcp.types import JSONRPCNotification, JSONRPCRequest
-
-        try:
-            item = await self._stream.receive()
-        except anyio.EndOfStream:
-            await self._pair.wait_idle()
-            raise
-        message = item.message if isinstance(item, SessionMessage) else None
-        if isinstance(message, JSONRPCRequest):
-            self._pair.opened(message.id)
-        elif (isinstance(message, JSONRPCNotification)
-              and message.method == "notifications/cancelled"):
-            self._pair.settled((message.params or {}).get("requestId"))
-        return item
-
-    def __aiter__(self) -> _Reader:
-        return self
-
-    async def __anext__(self) -> Any:
-        import anyio
-
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-
-class _Writer(_Relay):
-    async def send(self, item: Any, /) -> None:
-        from mcp.types import JSONRPCError, JSONRPCResponse
-
-        await self._stream.send(item)
-        message = getattr(item, "message", None)
-        if isinstance(message, (JSONRPCResponse, JSONRPCError)):
-            self._pair.settled(message.id)
 
 
 async def serve_http(server: Server[Any], *, port: int = DEFAULT_PORT,
@@ -426,5 +325,5 @@ def tool_names() -> list[str]:
     return list(TOOLS_BY_NAME)
 
 
-__all__ = ["DEFAULT_PORT", "HOST", "INSTRUCTIONS", "STDIN_EOF_GRACE_S", "Binding",
-           "MemoryTools", "build_server", "serve_http", "serve_stdio", "tool_names"]
+__all__ = ["DEFAULT_PORT", "HOST", "INSTRUCTIONS", "Binding", "MemoryTools", "build_server",
+           "serve_http", "serve_stdio", "tool_names"]
