@@ -106,6 +106,30 @@ def test_a_reply_is_found_through_its_thread_context(vmem: Memory) -> None:
     assert answer.ref in res.refs
 
 
+def test_an_answer_without_words_or_meaning_of_its_own_is_kept_beside_its_evidence(
+        vmem: Memory) -> None:
+    # the answer shares no word with the question and its vector is far from it: it is found
+    # only through its thread, next to turns that do match, and kept there
+    turns = [("Melanie", "I finally signed up for the pottery class I told you about!"),
+             ("Caroline", "Oh nice, where is it held?"),
+             ("Melanie", "In the basement of the library on Elm Street."),
+             ("Caroline", "Tell me how the first lesson goes.")]
+    stored = [vmem.episodes.append(ALICE, text=text, subject=who, source=f"chat:s1/t{n}",
+                                   thread="s1", actor="user",
+                                   observed_at=f"2026-06-01T10:0{n}:00Z")
+              for n, (who, text) in enumerate(turns)]
+    vmem.episodes.append(ALICE, text="Lunch order: two pizzas for the team", subject="Carol",
+                         source="chat:s2/t1", thread="s2", actor="user",
+                         observed_at="2026-06-01T12:00:00Z")
+    res = vmem.recall(ALICE, "where is the pottery class held", k=5, layers=["episodes"])
+    assert stored[2].ref in res.refs
+    assert res.refs[0] == stored[0].ref
+    assert all("pizzas" not in h.excerpt for h in res.items)
+    # with nothing that has evidence, its neighbours are not returned either
+    unrelated = vmem.recall(ALICE, "what is a good recipe for banana bread", k=5)
+    assert unrelated.items == [] and unrelated.empty_reason
+
+
 def test_a_named_subject_ranks_their_episodes_first(vmem: Memory) -> None:
     for who in ("Caroline", "Melanie"):
         vmem.episodes.append(ALICE, text="I went to a pottery workshop last weekend",

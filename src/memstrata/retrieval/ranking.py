@@ -270,8 +270,17 @@ KEEP_SPARE = 10
 #: Rows a batch of :meth:`_EpisodeScorer.prefetch` reads (between two looks at the query
 #: vector).
 _PREFETCH_BATCH = 16
-#: Below this absolute evidence (semantic or word coverage) a candidate is noise.
+#: Absolute evidence (semantic similarity or the share of the query's words in the text)
+#: a candidate needs to stand on its own.
 MIN_EVIDENCE = 0.25
+#: A candidate below :data:`MIN_EVIDENCE` is kept only beside evidence: when a candidate of
+#: the ranking has *semantic* evidence (one query word in common is not enough), and it
+#: scores at least this share of the best such candidate (a turn found through its thread
+#: context, say, which its own words and vector do not carry). Without one, such candidates
+#: are dropped: an unrelated query still returns nothing. On the LoCoMo dev split
+#: (benchmarks/research/README.md) dropping them all loses evidence: R@10 0.769 against
+#: 0.783 with the share at 0.3, 0.4 or 0.5, the same as no floor at all.
+NEIGHBOUR_SHARE = 0.4
 _MAX_EPISODE_REL = W_LEXICAL + W_SEMANTIC + W_SUBJECT + W_PERIOD
 _NAME_RE = re.compile(r"[A-Za-z][\w\-]*")
 
@@ -316,7 +325,8 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _Episode
                    limit: int, qvec: Any, keep: int, raw: dict[str, float]) -> list[Hit]:
     """Hybrid episode ranking: BM25 over the episode and its thread context (normalised by
     the best match) plus cosine, a boost when the query names the episode's subject, and a
-    boost inside a period the query names; an absolute evidence floor keeps noise out.
+    boost inside a period the query names; an evidence floor keeps noise out (a candidate
+    needs absolute evidence or a score near the best one that has it: :data:`NEIGHBOUR_SHARE`)
 
     Candidates are read best bound first, in batches, until no unread candidate can reach
     the ``keep`` best (:meth:`_EpisodeScorer.bound`): the same hits as scoring every
@@ -328,18 +338,26 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _Episode
         scorer.vec = dict(vectors.search(tx, scope, principal_of(scope, req.principal), qvec,
                                          limit, now=now, since=scorer.lower, until=req.until))
     order = sorted(set(scorer.lex) | set(scorer.vec), key=lambda r: (-scorer.bound(r), r))
+    # the candidates with evidence, and those without (kept beside evidence, or dropped)
     scored: list[tuple[float, float, int, str]] = []
+    beside: list[tuple[float, float, int, str]] = []
     pos, batch = 0, keep + 10
     while pos < len(order):
         chunk = order[pos:pos + batch]
         pos += len(chunk)
         scorer.read(src.episodes, tx, scope.tenant, [r for r in chunk if r not in scorer.parts])
-        scored += filter(None, map(scorer.score, chunk))
-        scored.sort(key=lambda x: (-x[0], -x[1], -x[2], x[3]))
-        del scored[keep:]
+        for x in filter(None, map(scorer.score, chunk)):
+            (scored if x[3] in scorer.evident else beside).append(x)
+        for ranked in (scored, beside):
+            ranked.sort(key=_best_first)
+            del ranked[keep:]
         if len(scored) == keep and pos < len(order) and scorer.bound(order[pos]) < scored[-1][1]:
             break  # every unread candidate scores below the keep-th: none can enter
         batch = keep
+    if scorer.best_evident is not None:
+        scored += [x for x in beside if x[1] >= NEIGHBOUR_SHARE * scorer.best_evident]
+        scored.sort(key=_best_first)
+        del scored[keep:]
     early = [rid for *_, rid in scored if rid in scorer.early]
     gone = set(early) - src.episodes.present(tx, scope.tenant, early) if early else set()
     hits: list[Hit] = []
@@ -351,6 +369,11 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _Episode
         raw[hit.ref] = uncapped
         hits.append(hit)
     return hits
+
+
+def _best_first(x: tuple[float, float, int, str]) -> tuple[float, float, int, str]:
+    """The order of scored candidates: shown score, uncapped score, specificity, id."""
+    return (-x[0], -x[1], -x[2], x[3])
 
 
 @dataclass(frozen=True)
@@ -373,6 +396,11 @@ class _EpisodeScorer:
         self.now, self.lex, self.named, self.lower = req.now, lex, named, lower
         self.with_vectors = with_vectors
         self.vec: dict[str, float] = {}
+        #: The candidates scored that have absolute evidence (:data:`MIN_EVIDENCE`).
+        self.evident: set[str] = set()
+        #: The best uncapped score of a candidate with semantic evidence (None while there
+        #: is none): what a candidate without evidence is kept beside.
+        self.best_evident: float | None = None
         self.parts: dict[str, _Parts | None] = {}
         #: The rows read (:meth:`Episodes.score_rows`), which the hits are built from.
         self.rows: dict[str, Row] = {}
@@ -438,8 +466,8 @@ class _EpisodeScorer:
         return (self._base(rid, 1.0) + self._extra) / _MAX_EPISODE_REL * self._most
 
     def score(self, rid: str) -> tuple[float, float, int, str] | None:
-        """``(score, uncapped, specificity, id)`` of a candidate whose parts were read, or
-        None below the evidence floor (or forgotten)."""
+        """``(score, uncapped, specificity, id)`` of a candidate whose parts were read (None
+        if it was forgotten); one with absolute evidence joins :attr:`evident`."""
         parts = self.parts[rid]
         if parts is None:
             return None
@@ -450,10 +478,12 @@ class _EpisodeScorer:
         if self.q_terms and (not self.with_vectors or sem < MIN_EVIDENCE):
             row = self.rows[rid]
             cov = coverage(self.q_terms, f"{row['text']} {row['event']}")
-        if max(cov, sem) < MIN_EVIDENCE:
-            return None
         rel = self._base(rid, cov) + parts.boost
         uncapped = rel / _MAX_EPISODE_REL * parts.factor
+        if max(cov, sem) >= MIN_EVIDENCE:
+            self.evident.add(rid)
+        if sem >= MIN_EVIDENCE:
+            self.best_evident = max(uncapped, self.best_evident or 0.0)
         return min(uncapped, 1.0), uncapped, parts.specificity, rid
 
 
