@@ -130,6 +130,31 @@ def test_an_answer_without_words_or_meaning_of_its_own_is_kept_beside_its_eviden
     assert unrelated.items == [] and unrelated.empty_reason
 
 
+def test_one_common_word_the_vector_calls_unrelated_is_not_evidence(
+        vmem: Memory, store_url: str, clock: ManualClock) -> None:
+    # a quarter of the question's words, in a text the vector finds unrelated: noise
+    for n, text in enumerate(["Oh wow, good for you.", "Good morning everyone!"]):
+        vmem.episodes.append(ALICE, text=text, subject="Caroline", source=f"chat:s1/t{n}",
+                             thread=f"s{n}", actor="user")
+    noise = vmem.recall(ALICE, "a good recipe for banana bread", k=5, layers=["episodes"])
+    assert noise.items == [] and noise.empty_reason
+    # a word match the vector does not contradict stays evidence, and so does one that
+    # holds half the question's words whatever the vector says
+    code = vmem.episodes.append(ALICE, text="E1234: disk quota exceeded on shard 3",
+                                actor="tool", source="ops:log", thread="ops")
+    assert vmem.recall(ALICE, "what does error E1234 mean", k=5).refs[:1] == [code.ref]
+    half = vmem.recall(ALICE, "good morning banana", k=5, layers=["episodes"])
+    assert [h.excerpt for h in half.items][:1] == ["Good morning everyone!"]
+    # without an embedder the words alone decide, as before
+    lexical = open_store(store_url, None, clock, None)
+    try:
+        words = lexical.recall(ALICE, "a good recipe for banana bread", k=5, layers=["episodes"])
+        assert sorted(h.excerpt for h in words.items) == ["Good morning everyone!",
+                                                          "Oh wow, good for you."]
+    finally:
+        lexical.close()
+
+
 def test_a_named_subject_ranks_their_episodes_first(vmem: Memory) -> None:
     for who in ("Caroline", "Melanie"):
         vmem.episodes.append(ALICE, text="I went to a pottery workshop last weekend",

@@ -54,6 +54,13 @@ class RecordIndex:
         return self.embedder is not None
 
     @property
+    def judges_meaning(self) -> bool:
+        """Whether the vectors' similarity speaks for meaning, so that a low cosine may
+        overrule a few words in common (an embedder says it does not with
+        ``knows_meaning = False``, as the hashing one does)."""
+        return self.embedder is not None and bool(getattr(self.embedder, "knows_meaning", True))
+
+    @property
     def vectors(self) -> VectorIndex | None:
         """The engine's vector index for this embedder (made on first use: an embedder
         that learns its dimension from a server asks only when vectors are needed)."""

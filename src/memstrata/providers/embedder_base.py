@@ -42,7 +42,12 @@ OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns texts into unit-length float32 vectors of one fixed vector space."""
+    """Turns texts into unit-length float32 vectors of one fixed vector space.
+
+    An embedder whose similarity is not meaning's (feature hashing, say) may set a class
+    attribute ``knows_meaning = False``; the ranker then never lets a low cosine overrule a
+    word match. Without it, an embedder is taken to know meaning.
+    """
 
     @property
     def model_name(self) -> str:

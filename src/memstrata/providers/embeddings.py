@@ -88,6 +88,10 @@ class HashingEmbedder:
     of meaning ("car" and "automobile" are unrelated).
     """
 
+    #: Its similarity counts shared spellings, not meaning: the ranker never lets a low
+    #: cosine of it overrule a word match (:attr:`RecordIndex.judges_meaning`).
+    knows_meaning = False
+
     def __init__(self, dims: int = DEFAULT_HASH_DIMS, *, batch_size: int = DEFAULT_BATCH_SIZE):
         if dims < 8:
             raise ValidationError(f"HashingEmbedder needs dims >= 8, got {dims}")

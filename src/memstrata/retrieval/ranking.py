@@ -281,6 +281,12 @@ MIN_EVIDENCE = 0.25
 #: (benchmarks/research/README.md) dropping them all loses evidence: R@10 0.769 against
 #: 0.783 with the share at 0.3, 0.4 or 0.5, the same as no floor at all.
 NEIGHBOUR_SHARE = 0.4
+#: The share of the query's words that is evidence even where the vector calls the text
+#: unrelated (:func:`semantic` 0: "Oh wow, good for you." for "a good recipe for banana
+#: bread", one word in four). Below it, a word match counts only where the vector does
+#: not say so; a lexical-only ranking (no embedder), or one whose embedder knows nothing of
+#: meaning (``knows_meaning = False``: the hashing one), keeps :data:`MIN_EVIDENCE`.
+WORDS_ALONE = 0.5
 _MAX_EPISODE_REL = W_LEXICAL + W_SEMANTIC + W_SUBJECT + W_PERIOD
 _NAME_RE = re.compile(r"[A-Za-z][\w\-]*")
 
@@ -318,7 +324,8 @@ class _EpisodeCandidates:
         lex = dict(src.db.text_search(tx, "episodes", req.query, self.where, self.params,
                                       limit, drop=drop, all_common=all_common))
         return _EpisodeScorer(req, lex, named, drop, lower=self.lower,
-                              with_vectors=with_vectors)
+                              with_vectors=with_vectors,
+                              vectors_judge=with_vectors and src.index.judges_meaning)
 
 
 def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _EpisodeScorer,
@@ -326,7 +333,9 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _Episode
     """Hybrid episode ranking: BM25 over the episode and its thread context (normalised by
     the best match) plus cosine, a boost when the query names the episode's subject, and a
     boost inside a period the query names; an evidence floor keeps noise out (a candidate
-    needs absolute evidence or a score near the best one that has it: :data:`NEIGHBOUR_SHARE`)
+    needs absolute evidence or a score near the best one that has it: :data:`NEIGHBOUR_SHARE`;
+    a few of the query's words are no evidence where the vector calls the text unrelated:
+    :data:`WORDS_ALONE`)
 
     Candidates are read best bound first, in batches, until no unread candidate can reach
     the ``keep`` best (:meth:`_EpisodeScorer.bound`): the same hits as scoring every
@@ -337,6 +346,9 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _Episode
     if vectors is not None and qvec is not None:
         scorer.vec = dict(vectors.search(tx, scope, principal_of(scope, req.principal), qvec,
                                          limit, now=now, since=scorer.lower, until=req.until))
+        # a full list bounds every candidate it left out: none is nearer than its last
+        if len(scorer.vec) >= limit:
+            scorer.vec_floor = min(scorer.vec.values())
     order = sorted(set(scorer.lex) | set(scorer.vec), key=lambda r: (-scorer.bound(r), r))
     # the candidates with evidence, and those without (kept beside evidence, or dropped)
     scored: list[tuple[float, float, int, str]] = []
@@ -392,10 +404,15 @@ class _EpisodeScorer:
     scores)."""
 
     def __init__(self, req: RankRequest, lex: dict[str, float], named: set[str],
-                 drop: Sequence[str], *, lower: datetime | None, with_vectors: bool) -> None:
+                 drop: Sequence[str], *, lower: datetime | None, with_vectors: bool,
+                 vectors_judge: bool = False) -> None:
         self.now, self.lex, self.named, self.lower = req.now, lex, named, lower
         self.with_vectors = with_vectors
+        #: A low cosine may overrule a word match (the embedder's similarity is meaning's).
+        self.vectors_judge = vectors_judge
         self.vec: dict[str, float] = {}
+        #: The cosine no candidate missing from :attr:`vec` exceeds (None: not known).
+        self.vec_floor: float | None = None
         #: The candidates scored that have absolute evidence (:data:`MIN_EVIDENCE`).
         self.evident: set[str] = set()
         #: The best uncapped score of a candidate with semantic evidence (None while there
@@ -461,6 +478,12 @@ class _EpisodeScorer:
             return W_LEXICAL * lexical + W_SEMANTIC * max(self.vec.get(rid, 0.0), 0.0)
         return 0.5 * lexical + 0.5 * cov
 
+    def _unrelated(self, cos: float | None) -> bool:
+        """The vector says the text is unrelated to the query: its cosine (or the bound of
+        a candidate the vector list left out) is where :func:`semantic` gives 0."""
+        near = cos if cos is not None else self.vec_floor
+        return self.vectors_judge and near is not None and semantic(near) <= 0.0
+
     def bound(self, rid: str) -> float:
         """No candidate scores above this uncapped score."""
         return (self._base(rid, 1.0) + self._extra) / _MAX_EPISODE_REL * self._most
@@ -480,7 +503,8 @@ class _EpisodeScorer:
             cov = coverage(self.q_terms, f"{row['text']} {row['event']}")
         rel = self._base(rid, cov) + parts.boost
         uncapped = rel / _MAX_EPISODE_REL * parts.factor
-        if max(cov, sem) >= MIN_EVIDENCE:
+        if sem >= MIN_EVIDENCE or (cov >= MIN_EVIDENCE and (
+                cov >= WORDS_ALONE or not self._unrelated(cos))):
             self.evident.add(rid)
         if sem >= MIN_EVIDENCE:
             self.best_evident = max(uncapped, self.best_evident or 0.0)
