@@ -72,7 +72,8 @@ def test_migrations_need_the_owner_are_recorded_and_not_rerun(pg_database: AppDa
     assert names == ["m001_initial", "m002_guards", "m003_row_level_security",
                      "m004_vector_indexes", "m005_private_tenant_registry",
                      "m006_episode_threads", "m007_api_keys",
-                     "m008_drop_source_thread_index", "m009_episode_match_rows"]
+                     "m008_drop_source_thread_index", "m009_episode_match_rows",
+                     "m010_gin_pending_list"]
     assert migrate(pg_database) == names  # idempotent
     with Memory.open(pg_database.app_url, embedder=None) as mem:
         assert mem.stats()["migrations"] == names
@@ -629,6 +630,34 @@ def test_a_large_index_leaves_out_very_common_words(pg: AppDatabase,
         # "deploy" is in 33 rows: left out; "kubernetes" is in 3 of them and in the following
         # context of the two turns before them
         assert found() == 5
+
+
+def test_full_text_indexes_keep_a_short_pending_list_that_compaction_merges(
+        pg: AppDatabase) -> None:
+    """Every GIN search reads the index's whole pending list: m010 keeps it short, and the
+    VACUUM of compaction (as the application role) merges what is in it."""
+    from memstrata.store.pg_schema import GIN_PENDING_LIST_KB
+
+    def clean(index: str) -> int:  # merges the pending list; returns the pages it held
+        with psycopg.connect(pg.admin_url, autocommit=True) as conn:
+            row = conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (index,))
+            return int(row.fetchone()[0])  # type: ignore[index]
+
+    with psycopg.connect(pg.admin_url) as conn:
+        options: dict[str, Any] = dict(conn.execute(
+            "SELECT relname, reloptions FROM pg_class WHERE relname LIKE '%_fts_tsv'"))
+    limit = [f"gin_pending_list_limit={GIN_PENDING_LIST_KB}"]
+    assert options == {"episodes_fts_tsv": limit, "facts_fts_tsv": limit}
+    with Memory.open(pg.app_url, embedder=None) as mem:
+        rows = [{"scope": ALICE, "text": f"deploy {i} of billing-api went fine: ticket zq{i}",
+                 "source": f"ci:{i}", "actor": "tool"} for i in range(200)]
+        mem.episodes.append_many(rows)
+        assert clean("episodes_fts_tsv") > 0  # new entries wait in the pending list
+        mem.episodes.append_many([{**r, "source": f"cd:{i}"} for i, r in enumerate(rows)])
+        mem.db.compact()
+        assert clean("episodes_fts_tsv") == 0
+        # merged, every entry is still found
+        assert all(len(mem.episodes.search(ALICE, f"zq{i}", k=5)) == 2 for i in (0, 123, 199))
 
 
 def test_the_callers_own_rows_decide_which_words_are_common(
