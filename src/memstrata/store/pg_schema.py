@@ -472,4 +472,3 @@ def grant_app_role(conn: psycopg.Connection[Any], app_role: str) -> None:
 
 __all__ = ["DEFINER_READ_TABLES", "GIN_PENDING_LIST_KB", "INDEXED_DIMS", "KEY_TABLE",
            "MIGRATIONS", "REGISTERING_TABLES", "TENANT_TABLES", "grant_app_role", "migration"]
-

@@ -410,26 +410,12 @@ class PostgresDatabase:
         tenant's matches bound the caller's count, which joins the records."""
         tsq = f"plainto_tsquery('{TS_CONFIG}', ?)"
         first = _COUNT_FIRST * COMMON_TERM_DOCS
-        if table in _MATCH_ROWS and fts == "r":
-            # the filter applies to the matches as they come (m009): no lookup of each
-            rows = f"{_MATCH_ROWS[table]}({tsq}, ?) r"
-
-            def scoped_count(word: str) -> int:
-                # a function with its own settings is never inlined: it returns all of its
-                # ``first`` matches whatever the outer query does, so count them all
-                row = tx.one(f"SELECT count(*) AS seen, count(*) FILTER (WHERE {where}) AS n "
-                             f"FROM {rows}", (*params, word, first))
-                n, seen = int(row["n"]), int(row["seen"])
-                if n >= COMMON_TERM_DOCS or seen < first:
-                    return min(n, COMMON_TERM_DOCS)  # common, or every match was seen
-                return int(tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {rows} WHERE "
-                                  f"{where} LIMIT ?) c",
-                                  (word, None, *params, COMMON_TERM_DOCS))["n"])
-
-            scoped = self._term_counts.counter(filter_key(table, where, params), size,
-                                               scoped_count)
-            return selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common)
-        matches = f"{source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, ?)) AND"
+        # the filter applies to the matches as they come where the full-text table carries
+        # its columns (m009): no lookup of each
+        rows = f"{_MATCH_ROWS[table]}({tsq}, ?) r" if (
+            table in _MATCH_ROWS and fts == "r") else None
+        matches = f"{rows} WHERE" if rows is not None else \
+            f"{source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, ?)) AND"
 
         def count(word: str, cap: int | None) -> int:
             # the caller's matching rows, at most COMMON_TERM_DOCS, among the tenant's
@@ -438,13 +424,29 @@ class PostgresDatabase:
                 f"SELECT count(*) AS n FROM (SELECT 1 FROM {matches} {where} LIMIT ?) c",
                 (word, cap, *params, COMMON_TERM_DOCS))["n"])
 
+        key = filter_key(table, where, params)
+        if rows is not None:
+            def counted_once(word: str) -> int:
+                # a function with its own settings is never inlined: it returns all of its
+                # ``first`` matches whatever the outer query does, so count them all
+                row = tx.one(f"SELECT count(*) AS seen, count(*) FILTER (WHERE {where}) AS n "
+                             f"FROM {rows}", (*params, word, first))
+                n, seen = int(row["n"]), int(row["seen"])
+                if n >= COMMON_TERM_DOCS or seen < first:
+                    return min(n, COMMON_TERM_DOCS)  # common, or every match was seen
+                return count(word, None)
+
+            return selective(words, COMMON_TERM_DOCS,
+                             self._term_counts.counter(key, size, counted_once),
+                             all_common=all_common)
+
         def joined_count(word: str) -> int:
             # first tried on the tenant's first matches (enough when the caller's filter
             # admits most of the tenant's rows)
             n = count(word, first)
             return n if n >= COMMON_TERM_DOCS else count(word, None)
 
-        scoped = self._term_counts.counter(filter_key(table, where, params), size, joined_count)
+        scoped = self._term_counts.counter(key, size, joined_count)
         # the tenant's matches (the function filters by the transaction's tenant)
         bound = self._term_counts.counter((table, "tenant", tx.tenant), size, lambda w: int(
             tx.one(f"SELECT count(*) AS n FROM {_MATCHES[table]}({tsq}, ?) c",
