@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memstrata import Memory
+from memstrata import Memory, Scope
 from memstrata.store.sqlite_driver import sqlite3
 
 WRITER = textwrap.dedent("""
@@ -77,3 +77,34 @@ def test_sigkill_mid_write_keeps_every_acknowledged_write(tmp_path: Path) -> Non
     assert acked <= stored
     mem = Memory.open(f"sqlite:///{db}", embedder=None)
     assert mem.doctor() == []
+
+
+def test_a_process_forked_after_a_recall_recalls_too(tmp_path: Path) -> None:
+    """The threads that embed queries belong to the process that started them: a child
+    forked after a recall (a pre-forking server) starts its own instead of waiting forever
+    for its parent's."""
+    db = tmp_path / "forked.db"
+    scope = Scope(user="u", project="p")
+    with Memory.open(f"sqlite:///{db}", embedder="hash:384") as mem:
+        mem.episodes.append(scope, text="The nightly backup moved to 02:00 UTC", actor="user",
+                            source="chat")
+        assert mem.recall(scope, "when does the nightly backup run").items
+    pid = os.fork()
+    if pid == 0:  # the child: a store of its own on the same file, then a recall
+        code = 1
+        try:
+            with Memory.open(f"sqlite:///{db}", embedder="hash:384") as child:
+                code = 0 if child.recall(scope, "nightly backup").items else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked process's recall never returned")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0
