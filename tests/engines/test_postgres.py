@@ -73,7 +73,7 @@ def test_migrations_need_the_owner_are_recorded_and_not_rerun(pg_database: AppDa
                      "m004_vector_indexes", "m005_private_tenant_registry",
                      "m006_episode_threads", "m007_api_keys",
                      "m008_drop_source_thread_index", "m009_episode_match_rows",
-                     "m010_gin_pending_list"]
+                     "m010_gin_pending_list", "m011_match_rows_planned_per_call"]
     assert migrate(pg_database) == names  # idempotent
     with Memory.open(pg_database.app_url, embedder=None) as mem:
         assert mem.stats()["migrations"] == names
@@ -658,6 +658,36 @@ def test_full_text_indexes_keep_a_short_pending_list_that_compaction_merges(
         assert clean("episodes_fts_tsv") == 0
         # merged, every entry is still found
         assert all(len(mem.episodes.search(ALICE, f"zq{i}", k=5)) == 2 for i in (0, 123, 199))
+
+
+def test_the_match_rows_a_word_count_reads_are_the_transactions_tenants(
+        pg: AppDatabase) -> None:
+    """m011 plans the match rows' query per call (dynamic SQL as the definer): it still
+    returns only the current tenant's rows, at most ``cap`` of them (NULL: all), and no
+    sequential-scan setting forces a bitmap of every match."""
+    with Memory.open(pg.app_url, embedder=None) as mem:
+        for tenant, n in (("acme", 7), ("globex", 5)):
+            mem.episodes.append_many([{"scope": Scope(tenant=tenant, user="alice"),
+                                       "text": f"deploy {i} of billing-api went fine",
+                                       "source": f"ci:{i}", "actor": "tool"}
+                                      for i in range(n)])
+
+    def matches(tenant: str | None, cap: int | None) -> list[tuple[str, str]]:
+        with app(pg, tenant) as c:
+            return [tuple(r) for r in c.execute(
+                "SELECT tenant, s_user FROM memstrata_episode_match_rows("
+                "plainto_tsquery('english', 'deploy'), %s)", (cap,))]
+
+    assert matches("acme", None) == [("acme", "alice")] * 7
+    assert matches("globex", None) == [("globex", "alice")] * 5
+    assert len(matches("acme", 3)) == 3
+    assert matches("initech", None) == [] and matches(None, None) == []
+    with psycopg.connect(pg.admin_url) as conn:
+        row = conn.execute("SELECT l.lanname, p.proconfig FROM pg_proc p JOIN pg_language l "
+                           "ON l.oid = p.prolang WHERE p.proname = "
+                           "'memstrata_episode_match_rows'").fetchone()
+    assert row is not None and row[0] == "plpgsql"
+    assert not any("seqscan" in c for c in row[1] or [])
 
 
 def test_the_callers_own_rows_decide_which_words_are_common(

@@ -427,8 +427,8 @@ class PostgresDatabase:
         key = filter_key(table, where, params)
         if rows is not None:
             def counted_once(word: str) -> int:
-                # a function with its own settings is never inlined: it returns all of its
-                # ``first`` matches whatever the outer query does, so count them all
+                # a PL/pgSQL function is never inlined: it returns all of its ``first``
+                # matches whatever the outer query does, so count them all
                 row = tx.one(f"SELECT count(*) AS seen, count(*) FILTER (WHERE {where}) AS n "
                              f"FROM {rows}", (*params, word, first))
                 n, seen = int(row["n"]), int(row["seen"])
