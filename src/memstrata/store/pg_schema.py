@@ -16,7 +16,8 @@ Contract and invariants (enforced by the database, not only by Python):
   be used by the application role (every search would read all of the tenant's rows).
   A third, ``memstrata_episode_match_rows`` (m009), returns the matching episode rows with
   the filter columns the full-text table carries, so a caller's filter applies to them
-  directly.
+  directly; it is planned for each call's word, tenant and cap (m011), so that the first
+  matches of a common word are read without a bitmap of all of them.
   The owner, as definer, is exempt from the non-forced policy; the application role
   reading the full-text tables directly still sees only its tenant.
 - ``tenants`` (the registry of tenant names): a transaction sees its own tenant's name
@@ -447,9 +448,9 @@ def m010_gin_pending_list(conn: psycopg.Connection[Any], app_role: str | None) -
 def m011_match_rows_planned_per_call(conn: psycopg.Connection[Any],
                                      app_role: str | None) -> None:
     """``memstrata_episode_match_rows`` plans its query for each call's word, tenant and cap
-    (PL/pgSQL ``EXECUTE ... USING``): a word in a quarter of the rows is read by a scan
-    that stops at the cap instead of a bitmap of every match, which the SQL function's
-    one plan (with the sequential scan turned off) built for each word. Counting the
+    (PL/pgSQL ``EXECUTE ... USING``): the planner may then read a word in a quarter of the
+    rows with a scan that stops at the cap, instead of the bitmap of every match that the
+    SQL function's one plan (with the sequential scan turned off) built for each word. Counting the
     first 2,000 matches of the bench's query words at 1M episodes (43 words, best of 3):
     296 ms in all against 518, a common word 3 ms against 26-49."""
     del app_role
