@@ -79,6 +79,30 @@ def test_sigkill_mid_write_keeps_every_acknowledged_write(tmp_path: Path) -> Non
     assert mem.doctor() == []
 
 
+AT_EXIT = textwrap.dedent("""
+    import atexit, sys
+    from memstrata import Memory, Scope
+    mem = Memory.open("sqlite:///" + sys.argv[1], embedder="hash:384")
+    scope = Scope(user="u", project="p")
+    mem.episodes.append(scope, text="The nightly backup moved to 02:00 UTC", actor="user",
+                        source="chat")
+    print("before", len(mem.recall(scope, "nightly backup").items), flush=True)
+    # atexit handlers run after the interpreter stopped taking new worker-thread jobs
+    atexit.register(lambda: print("at exit", len(mem.recall(scope, "nightly backup").items),
+                                  flush=True))
+""")
+
+
+def test_a_recall_at_interpreter_exit_embeds_its_query_in_the_callers_thread(
+        tmp_path: Path) -> None:
+    """Past the interpreter's shutdown no worker thread takes a query: a recall in an atexit
+    handler (a final flush, say) still answers, the query embedded where it is asked."""
+    out = subprocess.run([sys.executable, "-c", AT_EXIT, str(tmp_path / "exit.db")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["before 1", "at exit 1"], out.stderr
+
+
 def test_a_process_forked_after_a_recall_recalls_too(tmp_path: Path) -> None:
     """The threads that embed queries belong to the process that started them: a child
     forked after a recall (a pre-forking server) starts its own instead of waiting forever

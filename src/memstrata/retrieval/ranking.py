@@ -133,37 +133,21 @@ def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) ->
     return out
 
 
-class _QueryEmbedding:
-    """The query's vector, computed on a worker thread while the lexical searches run.
+class _EmbedWorkers:
+    """The threads that embed a recall's query while its lexical searches run.
 
     onnxruntime and SQLite both release the GIL, so the full-text searches (the largest
     share of a recall past a few thousand episodes) cost no wall time beside the
-    embedding, and a small store answers in about the embedding's time. The worker holds
-    no transaction: :func:`hybrid` waits for it between its two read transactions.
+    embedding, and a small store answers in about the embedding's time. A worker holds no
+    transaction: :func:`hybrid` waits for it between its two read transactions.
 
-    The workers live as long as the process (:class:`_EmbedWorkers`): starting a thread for
-    each query cost 0.2-0.5 ms of a 1k-episode recall's 7-8 ms on a busy 2-core machine.
+    The threads are started on demand and reused (at most :data:`EMBED_WORKERS`: concurrent
+    recalls each get one, as long as there are no more of them): starting a thread for
+    each query cost 0.2-0.5 ms of a 1k-episode recall's 7-8 ms on a busy 2-core machine. A
+    process forked from one that had workers starts its own (the parent's threads do not
+    exist in the child); once the interpreter is shutting down, a query is embedded in the
+    caller's thread.
     """
-
-    def __init__(self, index: RecordIndex, query: str) -> None:
-        self._future = _WORKERS.submit(index.embed_query, query)
-
-    @property
-    def ready(self) -> bool:
-        """Whether the vector (or the error) is there yet."""
-        return self._future.done()
-
-    def result(self) -> Any:
-        """The vector (the embedder's own error, raised here, if it failed)."""
-        return self._future.result()
-
-
-class _EmbedWorkers:
-    """The threads that embed queries for :class:`_QueryEmbedding`, started on demand and
-    reused (at most :data:`EMBED_WORKERS`: concurrent recalls each get one, as long as
-    there are no more of them). A process forked from one that had workers starts its
-    own (the parent's threads do not exist in the child); once the interpreter is shutting
-    down, a query is embedded in the caller's thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -175,6 +159,7 @@ class _EmbedWorkers:
         self._pool = None
 
     def submit(self, fn: Callable[[str], Any], query: str) -> Future[Any]:
+        """``fn(query)`` on a worker; the future's ``result()`` raises what ``fn`` raised."""
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(EMBED_WORKERS,
@@ -201,7 +186,7 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
     """The default ranker (see the module docstring).
 
     Two read transactions: the lexical searches first, while the query is embedded
-    (:class:`_QueryEmbedding`), and as long as the embedding takes, the rows of the best
+    (:class:`_EmbedWorkers`), and as long as the embedding takes, the rows of the best
     lexical matches; then the vector searches, the other rows and the scores. A candidate
     forgotten between them is dropped (its row is gone), never shown.
     """
@@ -210,7 +195,8 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
     raw: dict[str, float] = {}
     limit = max(req.k * 8, 50)
     vectors = src.index.vectors
-    pending = _QueryEmbedding(src.index, req.query) if vectors is not None else None
+    pending = _WORKERS.submit(src.index.embed_query, req.query) if vectors is not None \
+        else None
     # with vectors, a query of only very common words ranks by them alone (see text_search)
     all_common: AllCommon = "keep" if vectors is None else "drop"
     fact_filter = _fact_filter(src, req) if "facts" in req.layers else None
@@ -226,7 +212,7 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
             scorer = episodes.search_text(src, tx, req, limit, all_common,
                                           with_vectors=vectors is not None)
             if pending is not None:
-                scorer.prefetch(src.episodes, tx, req.scope.tenant, lambda: not pending.ready)
+                scorer.prefetch(src.episodes, tx, req.scope.tenant, lambda: not pending.done())
     qvec = pending.result() if pending is not None else None
     with src.db.transaction(req.scope.tenant, write=False) as tx:
         if fact_filter is not None:
