@@ -321,6 +321,15 @@ class Hit(_Model):
     outcome: str | None = None
     tokens: int = 0
 
+    @property
+    def what(self) -> str:
+        """What the item is, for a person or a model: the episode's event or the fact's
+        kind (else the layer), with a handoff's task and checkpoint version."""
+        label = self.event or self.kind or self.layer
+        if self.task is not None:
+            label += f" {self.task}" + (f" v{self.version}" if self.version is not None else "")
+        return label
+
 
 class WriteResult(_Model):
     """The outcome of one proposed write; rejected writes are reported, not dropped."""

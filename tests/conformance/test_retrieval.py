@@ -195,11 +195,47 @@ def test_the_project_specific_rule_outranks_the_user_wide_one_every_time(
     assert projects == "['docs-site', None"
 
 
-def test_a_hit_shows_how_an_episode_ended(vmem: Memory) -> None:
+def test_a_hit_shows_how_an_episode_ended(vmem: Memory, store_url: str) -> None:
+    """The outcome travels with the hit to every reader: the object, the session context a
+    model reads and the tables a person reads (an abandoned plan never looks like the
+    decision beside it); in a project's session a user-wide record is marked as such."""
+    from click.testing import CliRunner
+
+    from memstrata.cli import cli
+
     vmem.episodes.append(ALICE, text="Plan: migrate the docs site to Hugo", actor="user",
-                         source="chat", event="plan", outcome="abandoned")
+                         source="chat:s1/t1", event="plan", outcome="abandoned")
+    vmem.episodes.append(ALICE, text="Decision: keep the docs site on Sphinx", actor="user",
+                         source="chat:s1/t2", event="decision")
+    vmem.facts.propose(Scope(user="alice"), claim="Docs changes need a second reviewer",
+                       kind="constraint", subject="docs", attribute="reviewers", actor="user",
+                       source="chat:0")
     [hit] = vmem.recall(ALICE, "migrate the docs site to Hugo", k=1).items
     assert hit.outcome == "abandoned" and hit.event == "plan"
+
+    lines = [x for x in vmem.context(ALICE, query="docs site migration to Hugo").text
+             .splitlines() if x.startswith("- ")]
+    [plan] = [x for x in lines if "Hugo" in x]
+    [kept] = [x for x in lines if "Sphinx" in x]
+    [rule] = [x for x in lines if "second reviewer" in x]
+    assert "plan (outcome: abandoned):" in plan and "outcome" not in kept
+    assert "[user-wide]" in rule and "[user-wide]" not in plan
+    alone = vmem.context(Scope(user="alice"), query="docs site migration to Hugo").text
+    assert "[user-wide]" not in alone  # no project in the session: nothing is broader
+
+    flags = ["--url", store_url, "--user", "alice", "--project", "docs-site"]
+    env = {"COLUMNS": "250"}
+    for command in (["recall", "docs site migration to Hugo"],
+                    ["episodes", "search", "docs site migration to Hugo"]):
+        res = CliRunner().invoke(cli, [*command, *flags], env=env)
+        assert res.exit_code == 0, res.output
+        header = next(x for x in res.output.splitlines() if "excerpt" in x)
+        columns = [c.strip() for c in header.strip("┃ ").split("┃")]
+        assert "outcome" in columns and columns[-1] == "score"
+        rows = [x for x in res.output.splitlines() if x.startswith("│")]
+        [plan_row] = [x for x in rows if "Hugo" in x]
+        [kept_row] = [x for x in rows if "Sphinx" in x]
+        assert "abandoned" in plan_row and "abandoned" not in kept_row
 
 
 # -- one ranking path: episodes.search, search_history and recall(layers=["episodes"]) ----

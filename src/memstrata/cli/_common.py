@@ -111,6 +111,31 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     console.print(t)
 
 
+def hits_table(title: str, hits: Sequence[Any]) -> None:
+    """Search and recall results for people, one layout for every command: what each item
+    is, its date, excerpt, source, actor and status, the score on the 0..1 scale of every
+    search path, and, where any hit has them, how an episode ended (``outcome``: an
+    abandoned plan must not read like an approved decision), the project of a project's own
+    record ("-" for a user-wide one) and what to verify before acting on it."""
+    columns = ["ref", "date", "what", "excerpt", "source", "actor", "status"]
+    rows = [[h.ref, short_date(h.date), h.what, h.excerpt, h.source, h.actor, h.status]
+            for h in hits]
+    optional: tuple[tuple[str, Callable[[Any], str | None]], ...] = (
+        ("outcome", lambda h: h.outcome),
+                ("project", lambda h: h.scope.project if h.scope is not None else None),
+                ("verify", lambda h: h.verify_reason))
+    for name, value in optional:
+        values = [value(h) for h in hits]
+        if any(values) and (name != "project" or len(set(values)) > 1):
+            columns.append(name)
+            for row, v in zip(rows, values, strict=True):
+                row.append(v if v is not None else "-")
+    columns.append("score")
+    for row, h in zip(rows, hits, strict=True):
+        row.append(f"{h.score:.2f}")
+    table(title, columns, rows)
+
+
 def login_name() -> str:
     """Who is at the keyboard: the person a review is attributed to by default."""
     import getpass
@@ -130,6 +155,7 @@ __all__ = [
     "cli_config",
     "current_scope",
     "emit_json",
+    "hits_table",
     "json_option",
     "login_name",
     "open_memory",

@@ -7,6 +7,7 @@ import click
 from ._common import (
     current_scope,
     emit_json,
+    hits_table,
     json_option,
     open_memory,
     short_date,
@@ -240,10 +241,7 @@ def recall(as_json: bool, need: str, decision: str, k: int, budget_tokens: int,
     if not res.items:
         click.echo(f"nothing recalled: {res.empty_reason}")
         return
-    table(f"recall ({decision}): {need}", ["ref", "layer", "date", "excerpt", "source",
-                                          "status", "score", "verify"],
-          [[h.ref, h.layer, short_date(h.date), h.excerpt, h.source, h.status,
-            f"{h.score:.2f}", h.verify_reason or ""] for h in res.items])
+    hits_table(f"recall ({decision}): {need}", res.items)
 
 
 @click.command()

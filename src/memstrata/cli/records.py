@@ -9,6 +9,7 @@ import click
 from ._common import (
     current_scope,
     emit_json,
+    hits_table,
     json_option,
     login_name,
     open_memory,
@@ -316,10 +317,7 @@ def episodes_search(as_json: bool, query: str, k: int, since: str | None,
     if as_json:
         emit_json(hits)
     else:
-        table(f"episodes matching {query!r}", ["ref", "date", "event", "excerpt", "source",
-                                                "status", "score"],
-              [[h.ref, short_date(h.date), h.event, h.excerpt, h.source, h.status,
-                f"{h.score:.3f}"] for h in hits])
+        hits_table(f"episodes matching {query!r}", hits)
 
 
 def register(group: click.Group) -> None:

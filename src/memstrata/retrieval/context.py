@@ -4,7 +4,10 @@ Order: identity facts (in full, first), the task's current checkpoint (in
 full), other current durable facts of the scope (capped, default 40), then —
 only if a query is given and the gate finds something — targeted recalls.
 Every item considered gets a manifest entry saying whether it entered and
-why, so a person can inspect exactly what the agent saw. Identity and the
+why, so a person can inspect exactly what the agent saw. A recalled item's line says
+what it is and how it ended (an episode's ``outcome``: an abandoned plan never reads
+like an approved decision); in a project's session, a fact or item that is not the
+project's own is marked ``[user-wide]`` (or ``[tenant-wide]``). Identity and the
 checkpoint always enter (they are small by policy); facts and recalls enter
 while the budget lasts.
 
@@ -20,17 +23,46 @@ from ..clock import Clock
 from ..inputs import int_arg
 from ..layers.checkpoints import Checkpoints
 from ..layers.facts import Facts
-from ..models import Checkpoint, Context, Fact, ManifestEntry, Scope, make_scope
+from ..models import Checkpoint, Context, Fact, Hit, ManifestEntry, Scope, make_scope
 from ..tokens import count_tokens
 from .recall import Gate
 
 
-def _fact_line(f: Fact, now: datetime) -> str:
+def _breadth(record: Scope | None, scope: Scope) -> str:
+    """The marker of a record broader than the session's project, shown beside the
+    project's own records: ``" [user-wide]"`` (or ``" [tenant-wide]"``); else ``""``."""
+    if scope.project is None or record is None or record.project is not None:
+        return ""
+    return " [user-wide]" if record.user is not None else " [tenant-wide]"
+
+
+def _fact_line(f: Fact, now: datetime, scope: Scope | None = None) -> str:
+    """A fact as the context shows it; with the session's ``scope``, marked when it is
+    broader than the session's project (identity always applies: never marked)."""
     date = (f.valid_from or f.created_at).date().isoformat()
     stale = " — stale, re-check before relying on it" if f.is_stale(now) else ""
     untrusted = " — UNTRUSTED source" if "untrusted" in f.flags else ""
-    return f"- {f.claim} ({f.kind}; {f.provenance.actor} via {f.provenance.source}, " \
+    breadth = _breadth(f.scope, scope) if scope is not None else ""
+    return f"- {f.claim} ({f.kind}{breadth}; {f.provenance.actor} via {f.provenance.source}, " \
            f"{date}){stale}{untrusted} [{f.ref}]"
+
+
+def hit_line(h: Hit, scope: Scope) -> str:
+    """A recalled item as the session context of ``scope`` shows it: date, what it is, how
+    it ended (an abandoned plan never reads like an approved decision), whether it is broader
+    than the session's project (a user-wide record beside the project's own), the excerpt,
+    source, status flags and reference."""
+    date = h.date.date().isoformat() if h.date else "undated"
+    label = h.what + (f" (outcome: {h.outcome})" if h.outcome else "") + _breadth(h.scope, scope)
+    flags = []
+    if h.status and h.status != "current":
+        flags.append(h.status)
+    if h.untrusted:
+        flags.append("UNTRUSTED")
+    if h.needs_verification:
+        flags.append("verify")
+    suffix = f" ({', '.join(flags)})" if flags else ""
+    return f"- {date} {label}: {h.excerpt} [{h.source}]{suffix} [{h.ref}]"
 
 
 def checkpoint_text(cp: Checkpoint) -> str:
@@ -109,7 +141,7 @@ def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
                                               reason=f"left out: facts cap of {facts_cap}",
                                               tokens=0))
                 continue
-            add(_fact_line(f, now), f.ref, "facts", f"current {f.kind} fact in scope")
+            add(_fact_line(f, now, scope), f.ref, "facts", f"current {f.kind} fact in scope")
     if query:
         shown = {m.ref for m in manifest if m.included}
         found = gate.recall(scope, query, decision=decision, k=8,
@@ -118,18 +150,7 @@ def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
         if lines:
             parts.append(f"## Relevant memory for: {query}")
         for h in lines:
-            date = h.date.date().isoformat() if h.date else "undated"
-            label = h.event or h.kind or h.layer
-            flags = []
-            if h.status and h.status != "current":
-                flags.append(h.status)
-            if h.untrusted:
-                flags.append("UNTRUSTED")
-            if h.needs_verification:
-                flags.append("verify")
-            suffix = f" ({', '.join(flags)})" if flags else ""
-            add(f"- {date} {label}: {h.excerpt} [{h.source}]{suffix} [{h.ref}]", h.ref,
-                h.layer, f"recalled for the query (score {h.score:.2f})")
+            add(hit_line(h, scope), h.ref, h.layer, f"recalled for the query (score {h.score:.2f})")
         if not found.items:
             manifest.append(ManifestEntry(ref="recall", layer="recall", included=False,
                                           reason=f"recall returned nothing: "
@@ -139,4 +160,4 @@ def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
                    budget_tokens=budget_tokens, manifest=manifest)
 
 
-__all__ = ["assemble", "checkpoint_text"]
+__all__ = ["assemble", "checkpoint_text", "hit_line"]
