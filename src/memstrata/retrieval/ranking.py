@@ -187,7 +187,8 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
 
     Two read transactions: the lexical searches first, while the query is embedded
     (:class:`_EmbedWorkers`), and as long as the embedding takes, the rows of the best
-    lexical matches; then the vector searches, the other rows and the scores. A candidate
+    lexical matches and then their hits but for the score; then the vector searches, the
+    other rows and the scores. A candidate
     forgotten between them is dropped (its row is gone), never shown.
     """
     q_terms = terms(req.query)
@@ -284,6 +285,9 @@ KEEP_SPARE = 10
 #: Rows a batch of :meth:`_EpisodeScorer.prefetch` reads (between two looks at the query
 #: vector).
 _PREFETCH_BATCH = 16
+#: Hits :meth:`_EpisodeScorer.prefetch` shapes between two looks at the query vector (about
+#: 15 us each: the excerpt's token count and the model's validation).
+_SHAPE_BATCH = 4
 #: Absolute evidence (semantic similarity or the share of the query's words in the text)
 #: a candidate needs to stand on its own.
 MIN_EVIDENCE = 0.25
@@ -390,8 +394,7 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _Episode
     for score, uncapped, _, rid in scored:
         if rid in gone:
             continue
-        row = scorer.rows[rid]
-        hit = row_hit(row, score, bool(row["superseded"]), scorer.q_terms)
+        hit = scorer.hit(rid, score)
         raw[hit.ref] = uncapped
         hits.append(hit)
     return hits
@@ -437,6 +440,8 @@ class _EpisodeScorer:
         self.rows: dict[str, Row] = {}
         #: The ids read in the first transaction (:meth:`prefetch`).
         self.early: set[str] = set()
+        #: Hits shaped but for their score (:meth:`_shape`), by id.
+        self._shaped: dict[str, Hit] = {}
         self.q_terms = [t for t in terms(req.query) if t not in drop]
         self.top = max(lex.values(), default=0.0) or 1.0
         self.period = window(req.query, req.now)
@@ -451,8 +456,9 @@ class _EpisodeScorer:
 
     def prefetch(self, episodes: Episodes, tx: Any, tenant: str,
                  waiting: Callable[[], bool]) -> None:
-        """Read the best lexical matches' parts, a batch at a time, while ``waiting()`` (the
-        query vector is not there yet): time the recall would otherwise spend idle."""
+        """Read the best lexical matches' parts, a batch at a time, and then shape their hits
+        (:meth:`hit`), best first, while ``waiting()`` (the query vector is not there yet):
+        time the recall would otherwise spend idle."""
         order = sorted(self.lex, key=lambda r: (-self.lex[r], r))
         for pos in range(0, len(order), _PREFETCH_BATCH):
             if not waiting():
@@ -460,6 +466,26 @@ class _EpisodeScorer:
             chunk = order[pos:pos + _PREFETCH_BATCH]
             self.read(episodes, tx, tenant, chunk)
             self.early.update(chunk)
+        for pos in range(0, len(order), _SHAPE_BATCH):
+            if not waiting():
+                return
+            for rid in order[pos:pos + _SHAPE_BATCH]:
+                if rid in self.rows:  # not forgotten
+                    self._shape(rid)
+
+    def _shape(self, rid: str) -> Hit:
+        """The hit of a candidate whose row was read, but for its score (excerpt, token
+        count, metadata): built once."""
+        shaped = self._shaped.get(rid)
+        if shaped is None:
+            row = self.rows[rid]
+            shaped = self._shaped[rid] = row_hit(row, 0.0, bool(row["superseded"]),
+                                                 self.q_terms)
+        return shaped
+
+    def hit(self, rid: str, score: float) -> Hit:
+        """The hit of a candidate whose row was read, with its score."""
+        return self._shape(rid).model_copy(update={"score": score})
 
     def read(self, episodes: Episodes, tx: Any, tenant: str, ids: Sequence[str]) -> None:
         """Read the parts of these candidates (a forgotten one gets None)."""
