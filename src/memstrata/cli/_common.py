@@ -114,16 +114,16 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
 def hits_table(title: str, hits: Sequence[Any]) -> None:
     """Search and recall results for people, one layout for every command: what each item
     is, its date, excerpt, source, actor and status, the score on the 0..1 scale of every
-    search path, and, where any hit has them, how an episode ended (``outcome``: an
-    abandoned plan must not read like an approved decision), the project of a project's own
-    record ("-" for a user-wide one) and what to verify before acting on it."""
+    search path, and, where any hit has one, how an episode ended (``outcome``: an
+    abandoned plan must not read like an approved decision) and what to verify before acting
+    on it; where the hits' projects differ, each one's project ("-" for a user-wide record)."""
     columns = ["ref", "date", "what", "excerpt", "source", "actor", "status"]
     rows = [[h.ref, short_date(h.date), h.what, h.excerpt, h.source, h.actor, h.status]
             for h in hits]
     optional: tuple[tuple[str, Callable[[Any], str | None]], ...] = (
         ("outcome", lambda h: h.outcome),
-                ("project", lambda h: h.scope.project if h.scope is not None else None),
-                ("verify", lambda h: h.verify_reason))
+        ("project", lambda h: h.scope.project if h.scope is not None else None),
+        ("verify", lambda h: h.verify_reason))
     for name, value in optional:
         values = [value(h) for h in hits]
         if any(values) and (name != "project" or len(set(values)) > 1):

@@ -188,8 +188,8 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
     Two read transactions: the lexical searches first, while the query is embedded
     (:class:`_EmbedWorkers`), and as long as the embedding takes, the rows of the best
     lexical matches and then their hits but for the score; then the vector searches, the
-    other rows and the scores. A candidate
-    forgotten between them is dropped (its row is gone), never shown.
+    other rows and the scores. A candidate forgotten between them is dropped (its row is
+    gone), never shown.
     """
     q_terms = terms(req.query)
     hits: list[Hit] = []
@@ -285,8 +285,9 @@ KEEP_SPARE = 10
 #: Rows a batch of :meth:`_EpisodeScorer.prefetch` reads (between two looks at the query
 #: vector).
 _PREFETCH_BATCH = 16
-#: Hits :meth:`_EpisodeScorer.prefetch` shapes between two looks at the query vector (about
-#: 15 us each: the excerpt's token count and the model's validation).
+#: Hits :meth:`_EpisodeScorer.prefetch` shapes between two looks at the query vector (the
+#: excerpt, its token count and the model's validation: 0.34-0.37 ms for a recall's 20 hits,
+#: measured at 20k episodes).
 _SHAPE_BATCH = 4
 #: Absolute evidence (semantic similarity or the share of the query's words in the text)
 #: a candidate needs to stand on its own.
