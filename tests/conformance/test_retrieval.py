@@ -221,7 +221,8 @@ def test_a_hit_shows_how_an_episode_ended(vmem: Memory, store_url: str) -> None:
     assert "plan (outcome: abandoned):" in plan and "outcome" not in kept
     assert "[user-wide]" in rule and "[user-wide]" not in plan
     alone = vmem.context(Scope(user="alice"), query="docs site migration to Hugo").text
-    assert "[user-wide]" not in alone  # no project in the session: nothing is broader
+    assert "second reviewer" in alone  # the fact is there, unmarked:
+    assert "[user-wide]" not in alone  # no project in the session, nothing is broader
 
     flags = ["--url", store_url, "--user", "alice", "--project", "docs-site"]
     env = {"COLUMNS": "250"}

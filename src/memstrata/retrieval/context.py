@@ -47,7 +47,7 @@ def _fact_line(f: Fact, now: datetime, scope: Scope | None = None) -> str:
            f"{date}){stale}{untrusted} [{f.ref}]"
 
 
-def hit_line(h: Hit, scope: Scope) -> str:
+def _hit_line(h: Hit, scope: Scope) -> str:
     """A recalled item as the session context of ``scope`` shows it: date, what it is, how
     it ended (an abandoned plan never reads like an approved decision), whether it is broader
     than the session's project (a user-wide record beside the project's own), the excerpt,
@@ -150,7 +150,8 @@ def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
         if lines:
             parts.append(f"## Relevant memory for: {query}")
         for h in lines:
-            add(hit_line(h, scope), h.ref, h.layer, f"recalled for the query (score {h.score:.2f})")
+            add(_hit_line(h, scope), h.ref, h.layer,
+                f"recalled for the query (score {h.score:.2f})")
         if not found.items:
             manifest.append(ManifestEntry(ref="recall", layer="recall", included=False,
                                           reason=f"recall returned nothing: "
@@ -160,4 +161,4 @@ def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
                    budget_tokens=budget_tokens, manifest=manifest)
 
 
-__all__ = ["assemble", "checkpoint_text", "hit_line"]
+__all__ = ["assemble", "checkpoint_text"]
