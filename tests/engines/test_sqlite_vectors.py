@@ -122,6 +122,31 @@ def test_forget_removes_the_vector_from_the_index_files(tmp_path: Path, minilm: 
     mem.close()
 
 
+def test_forgetting_the_newest_episode_removes_its_vector_from_the_files(
+        tmp_path: Path, clock: ManualClock, small_files: None) -> None:
+    db = tmp_path / "n.db"
+    mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+    mem.episodes.append_many(_texts(20))
+    newest = mem.episodes.append(ALICE, text="the vault code for project Albatross is 7-7-3",
+                                 actor="user", source="chat:z/1")
+    assert newest.ref in mem.recall(ALICE, "Albatross vault code", layers=["episodes"]).refs
+    vec = _stored_vector(db, newest.id)
+    assert vec in b"".join(p.read_bytes() for p in _vector_files(db))
+
+    mem.forget(ALICE, record_ids=[newest.ref])
+    blob = b"".join(p.read_bytes() for p in _vector_files(db))
+    assert vec not in blob and newest.id.encode() not in blob
+    # nor does a later write bring it back into the search (its rowid is below the new ones)
+    later = mem.episodes.append(ALICE, text="the nightly backup finished again",
+                                actor="user", source="chat:z/2")
+    found = mem.recall(ALICE, "Albatross vault code", layers=["episodes"], k=30).refs
+    assert newest.ref not in found
+    mem.close()
+    blob = b"".join(p.read_bytes() for p in _vector_files(db))
+    assert _stored_vector(db, later.id) in blob  # the files moved on past it
+    assert vec not in blob and newest.id.encode() not in blob
+
+
 def test_a_new_process_opens_the_files_instead_of_loading(tmp_path: Path, clock: ManualClock,
                                                           monkeypatch: pytest.MonkeyPatch,
                                                           small_files: None) -> None:

@@ -291,9 +291,13 @@ class SQLiteVectorIndex:
             with seg.locked():
                 seg.project()
         if gen > seg.generation:
+            # every rowid up to the highest given out was committed before this view began
+            # (it is recorded with the rows), so one of them the table lacks is gone, the
+            # newest included; rows past it were written after this view, by another process
+            given = max(top, int(self._meta(tx, "vector_rowid") or 0))
             with seg.locked():
                 rows = seg.rows[: seg.n]
-                held = (rows["alive"] == 1) & (rows["rowid"] <= top)
+                held = (rows["alive"] == 1) & (rows["rowid"] <= given)
                 if gen > seg.generation and self._count(tx, tenant, layer) == int(held.sum()):
                     # every row of the table is held alive (rowids never repeat): none gone
                     seg.scrub(np.zeros(0, np.int64), gen)
