@@ -88,3 +88,35 @@ def test_the_configured_store_and_policy_are_what_commands_use(tmp_path: Path) -
     assert data["policy.min_confidence"]["value"] == "0.95"
     table = runner.invoke(cli, ["config", "show"], env={**env, "COLUMNS": "200"})
     assert table.exit_code == 0 and "env:MEMSTRATA_HOME" in table.output
+
+
+def test_a_relative_store_path_is_opened_in_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstrata import Memory
+
+    work, home = tmp_path / "work", tmp_path / "user-home"
+    work.mkdir()
+    home.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(home))
+    alice = Scope(user="alice")
+    expected = {"plain.db": work / "plain.db", "./dot.db": work / "dot.db",
+                "sqlite:prefixed.db": work / "prefixed.db",
+                "sqlite:///~/tilde.db": home / "tilde.db"}
+    for url, path in expected.items():
+        mem = Memory.open(url, embedder=None)
+        mem.episodes.append(alice, text="hello", actor="user", source="chat:1")
+        assert Path(mem.stats()["path"]) == path, url
+        mem.close()
+        assert path.exists(), url
+    # the environment and the command line name a store the same way
+    runner = CliRunner()
+    env = {"MEMSTRATA_HOME": "rel-home", "MEMSTRATA_URL": "env.db", "MEMSTRATA_USER": None,
+           "MEMSTRATA_EMBEDDER": "none"}
+    shown = runner.invoke(cli, ["stats", "--json"], env=env)
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["path"] == str(work / "env.db")
+    flagged = runner.invoke(cli, ["stats", "--json", "--url", "flag.db"], env=env)
+    assert json.loads(flagged.stdout)["path"] == str(work / "flag.db")
+    defaulted = runner.invoke(cli, ["stats", "--json"], env={**env, "MEMSTRATA_URL": None})
+    assert json.loads(defaulted.stdout)["path"] == str(work / "rel-home" / "memory.db")

@@ -43,19 +43,23 @@ def engine_schemes() -> list[str]:
 def default_home(env: Mapping[str, str] | None = None) -> Path:
     """``$MEMSTRATA_HOME`` or ``~/.memstrata``."""
     env = os.environ if env is None else env
-    return Path(env.get("MEMSTRATA_HOME") or Path.home() / ".memstrata").expanduser()
+    return Path(env.get("MEMSTRATA_HOME") or Path.home() / ".memstrata").expanduser().absolute()
 
 
 def resolve_url(url: str | os.PathLike[str] | None) -> str:
     """The URL to open: explicit, else ``$MEMSTRATA_URL``, else the embedded default. A
-    bare path means a SQLite file."""
+    bare path (or ``sqlite:path``) means a SQLite file, relative to the working directory
+    unless absolute: it becomes ``sqlite:///`` and the absolute path."""
     if url is None:
         url = os.environ.get("MEMSTRATA_URL") or None
     if url is None:
         return f"sqlite:///{default_home() / 'memory.db'}"
     text = os.fspath(url)
     if "://" not in text:
-        return f"sqlite:///{Path(text).expanduser()}"
+        path = text.removeprefix("sqlite:") if text.startswith("sqlite:") else text
+        if path == ":memory:":
+            return "sqlite:///:memory:"
+        return f"sqlite:///{Path(path).expanduser().absolute()}"
     return text
 
 

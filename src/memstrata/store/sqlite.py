@@ -136,7 +136,8 @@ class SQLiteDatabase:
         path, _, query = path.partition("?")
         if path == "/:memory:":
             path = ":memory:"
-        elif path.startswith("//"):  # sqlite:////abs/path (SQLAlchemy style)
+        elif path.startswith(("//", "/~")):
+            # sqlite:////abs/path (SQLAlchemy style); sqlite:///~/path (home, not "/~")
             path = path[1:]
         for part in filter(None, query.split("&")):
             k, _, v = part.partition("=")
