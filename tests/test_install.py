@@ -73,6 +73,12 @@ def test_the_plain_install_runs_the_quick_start_and_the_cli(plain: Path,
     facts = subprocess.run(["memstrata", "facts", "list", "--user", "alice", "--json"],
                            capture_output=True, text=True, env=env)
     assert facts.returncode == 0 and json.loads(facts.stdout) == []
+    # the CLI (Memory.from_config) says it too, on stderr, the JSON on stdout untouched
+    assert facts.stderr.count("every search is lexical only") == 1, facts.stderr
+    chosen = subprocess.run(["memstrata", "facts", "list", "--user", "alice", "--json"],
+                            capture_output=True, text=True,
+                            env={**env, "MEMSTRATA_EMBEDDER": "none"})
+    assert chosen.returncode == 0 and "lexical only" not in chosen.stderr  # chosen: no notice
 
 
 def test_the_plain_install_names_the_extra_to_install(plain: Path, tmp_path: Path) -> None:
@@ -105,3 +111,5 @@ def test_the_mcp_install_serves_the_tools(with_mcp: Path, tmp_path: Path) -> Non
     assert replies[1]["result"]["serverInfo"]["name"] == "memstrata", out.stderr
     names = {t["name"] for t in replies[2]["result"]["tools"]}
     assert {"recall", "search_history", "propose_memory", "get"} <= names
+    # no embeddings extra here: the server says once that its searches are lexical
+    assert out.stderr.count("every search is lexical only") == 1, out.stderr
