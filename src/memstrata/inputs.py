@@ -107,7 +107,14 @@ def text_arg(value: Any, field: str, *, max_len: int = MAX_TEXT, allow_empty: bo
     try:
         return clean_text(value, field=field, max_len=max_len, allow_empty=allow_empty)
     except ValueError as exc:
-        raise ValidationError(str(exc), hint=hint) from None
+        raise ValidationError(str(exc), hint=hint or _text_hint(field, max_len, allow_empty)
+                              ) from None
+
+
+def _text_hint(field: str, max_len: int, allow_empty: bool = False) -> str:
+    """What a text argument must be, as a hint."""
+    return (f"give {field} as {'' if allow_empty else 'non-empty '}text of at most "
+            f"{max_len:,} characters")
 
 
 def name_arg(value: Any, field: str) -> str | None:
@@ -127,7 +134,8 @@ def int_arg(value: Any, field: str, *, low: int | None = None, high: int | None 
         raise ValidationError(f"{field} must be an integer{span}, got {value!r}",
                               hint=f"pass {field}= as a number, e.g. {low or 1}")
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ValidationError(f"{field} must be an integer{span}, got {value!r}")
+        raise ValidationError(f"{field} must be an integer{span}, got {value!r}",
+                              hint=f"give {field}{span}")
     if not -MAX_INT <= value <= MAX_INT:
         raise ValidationError(f"{field} is out of range, got {value!r}",
                               hint="integers are stored in 64 bits")
@@ -137,7 +145,8 @@ def int_arg(value: Any, field: str, *, low: int | None = None, high: int | None 
 def bool_arg(value: Any, field: str) -> bool:
     """A real ``bool`` (``"maybe"`` or ``1`` is refused, so a typo never means True)."""
     if not isinstance(value, bool):
-        raise ValidationError(f"{field} must be True or False, got {value!r}")
+        raise ValidationError(f"{field} must be True or False, got {value!r}",
+                              hint=f"pass {field}=True or {field}=False")
     return value
 
 
@@ -149,6 +158,16 @@ def date_arg(value: Any, field: str) -> datetime | None:
         raise ValidationError(f"{field} must be an ISO-8601 date or an aware datetime, got "
                               f"{type(value).__name__}", hint="e.g. 2026-05-01")
     return ensure_utc(value, field=field)
+
+
+def dates_arg(since: Any, until: Any) -> tuple[datetime | None, datetime | None]:
+    """A date range, ``since`` to ``until`` (each may be open): a range that ends before it
+    begins is refused, not answered with nothing."""
+    start, end = date_arg(since, "since"), date_arg(until, "until")
+    if start is not None and end is not None and start > end:
+        raise ValidationError(f"since ({start.isoformat()}) is after until "
+                              f"({end.isoformat()})", hint="swap them, or leave one out")
+    return start, end
 
 
 def ids_arg(value: Any, field: str) -> list[str]:
@@ -188,6 +207,7 @@ __all__ = [
     "check_name",
     "clean_text",
     "date_arg",
+    "dates_arg",
     "ids_arg",
     "int_arg",
     "name_arg",

@@ -217,14 +217,20 @@ class Memory:
         if layer == "episode":
             return self.episodes.get(ident, scope, principal=principal)
         if layer == "checkpoint":
-            task, _, version = ident.rpartition("@")
+            task, at, version = ident.rpartition("@")
+            if not at or not task or not version.isdigit():
+                raise ValidationError(f"not a checkpoint reference: {ref!r}",
+                                      hint="checkpoint references name the task and the "
+                                           "version: checkpoint:TASK@N")
             if scope is None:
                 raise ValidationError("opening a checkpoint reference needs a scope",
                                       hint="pass scope=Scope(user=..., project=...)")
             found = [c for c in self.checkpoints.versions(scope, task)
-                     if str(c.version) == version]
+                     if c.version == int(version)]
             if not found:
-                raise NotFound(f"no checkpoint {ref}")
+                raise NotFound(f"no checkpoint {ref}",
+                               hint=f"mem.checkpoints.versions(scope, {task!r}) (CLI: memstrata "
+                                    f"checkpoint show {task} --all-versions) lists them")
             return found[0]
         raise ValidationError(f"unknown reference type {layer!r}",
                               hint="fact:ID, episode:ID or checkpoint:TASK@N")
@@ -333,7 +339,8 @@ class Run:
         """Append an episode of this run: its thread is the run (``run:RUN_ID``) unless
         ``thread=`` names another (see :meth:`memstrata.layers.episodes.Episodes.append`)."""
         options_arg(fields, _LOG_FIELDS, "run.log")
-        fields.setdefault("thread", run_thread(self.run_id))
+        if fields.get("thread") is None:  # not given, or None: the run
+            fields["thread"] = run_thread(self.run_id)
         return self.mem.episodes.append(self.scope, text=text, source=source, actor=actor,
                                         **fields)
 

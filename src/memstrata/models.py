@@ -405,13 +405,15 @@ def build(model: type[M], **fields: Any) -> M:
     try:
         return model(**fields)
     except pydantic.ValidationError as exc:
-        problems = []
+        problems, fields_ = [], []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or model.__name__
             msg = str(err["msg"]).removeprefix("Value error, ")
             problems.append(f"{loc}: {msg}")
+            fields_.append(loc)
         raise ValidationError(
-            f"invalid {model.__name__}: " + "; ".join(problems), problems=problems
+            f"invalid {model.__name__}: " + "; ".join(problems), problems=problems,
+            hint=f"correct {', '.join(dict.fromkeys(fields_))} and try again; nothing was stored"
         ) from None
 
 
@@ -423,7 +425,8 @@ def make_scope(scope: Scope | dict[str, Any] | None = None, **fields: Any) -> Sc
         return build(Scope, **fields)
     if isinstance(scope, dict):
         return build(Scope, **scope)
-    raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}")
+    raise ValidationError(f"scope must be a Scope, got {type(scope).__name__}",
+                          hint="pass Scope(user=..., project=...) or a dict of those fields")
 
 
 __all__ = [

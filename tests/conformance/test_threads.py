@@ -92,6 +92,8 @@ def test_a_run_and_a_tool_session_thread_their_own_episodes(mem: Memory) -> None
     with mem.run(ALICE, task="release-v17") as run:
         ep = run.log("Collected the merged PRs", source="github:milestone/17")
         assert ep.thread == f"run:{run.run_id}"
+        # thread=None is "not given": the run, not the source
+        assert run.log("Merged", source="github:pr/9", thread=None).thread == ep.thread
         assert run.log("Noted", source="chat", thread="ticket:DOC-12").thread == \
             "ticket:DOC-12"
     with ToolDispatcher(mem, ALICE) as tools:

@@ -37,6 +37,27 @@ def calls(mem: Memory) -> list[tuple[str, Callable[[], Any]]]:
         ("get not a ref", lambda: mem.get(42)),  # type: ignore[arg-type]
         ("checkpoint task None", lambda: mem.checkpoints.save(S, None, objective="x")),  # type: ignore[arg-type]
         ("run ttl", lambda: mem.run(S, ttl=timedelta(seconds=-5))),
+        ("recall k=0", lambda: mem.recall(S, "x", k=0)),
+        ("search k=10**9", lambda: mem.episodes.search(S, "x", k=10**9)),
+        ("recall layers=[]", lambda: mem.recall(S, "x", layers=[])),
+        ("recall layers=['nope']", lambda: mem.recall(S, "x", layers=["nope"])),
+        ("recall decision='x'", lambda: mem.recall(S, "x", decision="x")),
+        ("recall budget=-1", lambda: mem.recall(S, "x", budget_tokens=-1)),
+        ("recall since > until", lambda: mem.recall(S, "x", since="2026-03-01",
+                                                    until="2026-02-01")),
+        ("search since > until", lambda: mem.episodes.search(S, "x", since="2026-03-01",
+                                                             until="2026-02-01")),
+        ("log since > until", lambda: mem.episodes.log(S, since="2026-03-01",
+                                                       until="2026-02-01")),
+        ("search scope='alice'", lambda: mem.episodes.search("alice", "x")),  # type: ignore[arg-type]
+        ("append thread=5", lambda: mem.episodes.append(S, text="t", actor="user", source="s",
+                                                        thread=5)),  # type: ignore[arg-type]
+        ("append thread=''", lambda: mem.episodes.append(S, text="t", actor="user", source="s",
+                                                         thread="")),
+        ("run.log thread=5", lambda: run.log("t", source="s", thread=5)),
+        ("forget match=''", lambda: mem.forget(S, "")),
+        ("get checkpoint:x", lambda: mem.get("checkpoint:x", scope=S)),
+        ("get checkpoint:x@y", lambda: mem.get("checkpoint:x@y", scope=S)),
     ]
 
 
@@ -47,8 +68,9 @@ def test_every_bad_argument_is_a_validation_error(mem: Memory, store: StoreProbe
     for label, call in calls(mem):
         try:
             call()
-        except ValidationError as exc:
-            raised[label] = "ValidationError" if exc.hint or exc.message else "no message"
+        except ValidationError as exc:  # with a message, and a hint saying what to do
+            raised[label] = "ValidationError" if exc.hint and exc.message else \
+                f"no hint: {exc.message}"
         except Exception as exc:
             raised[label] = f"{type(exc).__name__}: {exc}"
         else:
@@ -64,9 +86,14 @@ def test_every_bad_argument_is_a_validation_error(mem: Memory, store: StoreProbe
     ("scratch_list", {"prefix": 5}),
     ("forget", {"record_ids": 5}),
     ("log_episode", {"text": "t", "source": "s", "observed_at": "next week"}),
+    ("log_episode", {"text": "t", "source": "s", "thread": ""}),  # as the API refuses it
+    ("recall", {"query": "x", "layers": []}),
+    ("search_history", {"query": "x", "since": "2026-03-01", "until": "2026-02-01"}),
 ])
-def test_the_dispatcher_returns_a_typed_error_dict(mem: Memory, tool: str,
+def test_the_dispatcher_returns_a_typed_error_dict(mem: Memory, store: StoreProbe, tool: str,
                                                   arguments: dict[str, Any]) -> None:
     with ToolDispatcher(mem, S) as tools:
+        before = store.counts()  # after the session's own run began
         out = tools.dispatch(tool, arguments)
-    assert out["type"] == "ValidationError" and out["error"]
+        assert store.counts() == before
+    assert out["type"] == "ValidationError" and out["error"] and out["hint"]

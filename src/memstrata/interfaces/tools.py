@@ -60,8 +60,8 @@ from ..arguments import (
     ToolArgs,
 )
 from ..errors import MemstrataError, ValidationError
-from ..layers.episodes import run_thread
-from ..models import Checkpoint, Fact, Hit, Scope, WriteResult, make_scope
+from ..layers.episodes import EpisodeInput, run_thread
+from ..models import Checkpoint, Fact, Hit, Scope, WriteResult, build, make_scope
 from .tool_results import RESULT_SCHEMAS
 
 if TYPE_CHECKING:
@@ -261,11 +261,14 @@ def _retire_fact(d: ToolDispatcher, a: RetireFactArgs) -> dict[str, Any]:
 
 
 def _log_episode(d: ToolDispatcher, a: LogEpisodeArgs) -> dict[str, Any]:
-    ep = d.mem.episodes.append(d.scope, text=a.text, event=a.event,
-                               actor=write_actor(d.actor, a.origin, a.source),
-                               source=a.source, observed_at=a.observed_at, outcome=a.outcome,
-                               evidence=a.evidence, supersedes=a.supersedes,
-                               thread=a.thread or run_thread(d.run_id))
+    item = build(EpisodeInput, scope=d.scope, text=a.text, event=a.event,
+                 actor=write_actor(d.actor, a.origin, a.source), source=a.source,
+                 observed_at=a.observed_at, outcome=a.outcome, evidence=a.evidence,
+                 supersedes=a.supersedes, thread=a.thread)
+    # checked before the session's run is opened for its id: bad input opens nothing
+    if item.thread is None:
+        item = item.model_copy(update={"thread": run_thread(d.run_id)})
+    [ep] = d.mem.episodes.append_many([item])
     out: dict[str, Any] = {"logged": ep.ref, "event": ep.event,
                            "observed_at": ep.observed_at.isoformat()}
     if ep.flags:

@@ -45,7 +45,7 @@ from ..errors import ConfigError, NotFound, ValidationError
 from ..governance.policy import WritePolicy
 from ..governance.safety import screen_record
 from ..ids import new_id
-from ..inputs import MAX_K, MAX_SOURCE, date_arg, int_arg, record_id_arg, text_arg
+from ..inputs import MAX_K, MAX_SOURCE, dates_arg, int_arg, record_id_arg, text_arg
 from ..models import (
     Actor,
     Confidence,
@@ -298,7 +298,9 @@ class Episodes:
             elif isinstance(i, dict):
                 inputs.append(build(EpisodeInput, **i))
             else:
-                raise ValidationError(f"episode {n} is a {type(i).__name__}, not a dict")
+                raise ValidationError(f"episode {n} is a {type(i).__name__}, not a dict",
+                                      hint="each item is an EpisodeInput or a dict of "
+                                           "append()'s arguments: scope, text, actor, source")
         if not inputs:
             return []
         tenants = {i.scope.tenant for i in inputs}
@@ -573,8 +575,7 @@ class Episodes:
         if thread is not None:
             where += " AND r.thread = ?"
             extra.append(text_arg(thread, "thread", max_len=MAX_SOURCE))
-        for name, op, value in (("since", ">=", since), ("until", "<=", until)):
-            when = date_arg(value, name)
+        for op, when in zip((">=", "<="), dates_arg(since, until), strict=True):
             if when is not None:
                 where += f" AND r.observed_at {op} ?"
                 extra.append(when)
@@ -602,7 +603,7 @@ class Episodes:
         query = text_arg(query, "query", max_len=4000,
                          hint="describe what to look for in past events")
         k = int_arg(k, "k", low=1, high=MAX_K)
-        since_dt, until_dt = date_arg(since, "since"), date_arg(until, "until")
+        since_dt, until_dt = dates_arg(since, until)
         hits = self._ranked(scope, query, k, since_dt, until_dt, principal)
         if include_superseded:
             return hits

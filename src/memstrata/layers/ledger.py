@@ -151,7 +151,8 @@ class Ledger:
         if status is not None:
             if status not in _STATUSES:
                 raise ValidationError(f"status must be one of {', '.join(_STATUSES)}, "
-                                      f"got {status!r}")
+                                      f"got {status!r}", hint="e.g. status='pending', or "
+                                                              "leave it out for every status")
             sql += " AND r.status = ?"
             params.append(status)
         sql += " ORDER BY r.created_at LIMIT ?"

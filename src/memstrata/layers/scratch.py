@@ -58,7 +58,8 @@ def ttl_arg(ttl: Any, field: str = "ttl") -> timedelta:
         raise ValidationError(f"{field} must be a timedelta or a number of seconds, got "
                               f"{type(ttl).__name__}", hint="e.g. ttl=3600 or timedelta(hours=1)")
     if value <= timedelta(0):
-        raise ValidationError(f"{field} must be positive, got {value}")
+        raise ValidationError(f"{field} must be positive, got {value}",
+                              hint="e.g. ttl=3600 or timedelta(hours=1)")
     if value > MAX_TTL:
         raise ValidationError(f"{field} must be at most {MAX_TTL.days} days, got {value}")
     return value
@@ -161,11 +162,13 @@ class SQLScratchStore:
 
 def _prefix(prefix: Any) -> str:
     if not isinstance(prefix, str) or "\x00" in prefix or len(prefix) > MAX_KEY:
-        raise ValidationError(f"prefix must be a string of at most {MAX_KEY} characters")
+        raise ValidationError(f"prefix must be a string of at most {MAX_KEY} characters",
+                              hint="a key prefix, e.g. 'search/'; '' lists every key")
     try:
         prefix.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValidationError("prefix is not valid UTF-8 (lone surrogate)") from None
+        raise ValidationError("prefix is not valid UTF-8 (lone surrogate)",
+                              hint="pass the prefix as text that encodes to UTF-8") from None
     return prefix
 
 

@@ -31,7 +31,7 @@ from pydantic import Field
 from ..clock import Clock
 from ..errors import ValidationError
 from ..governance.policy import WritePolicy
-from ..inputs import MAX_K, date_arg, int_arg, text_arg
+from ..inputs import MAX_K, dates_arg, int_arg, text_arg
 from ..models import Hit, Scope, _Model, make_scope
 from ..tokens import warm as warm_tokens
 from .decisions import DECISION_RULES, DECISIONS, LAYERS, DecisionRule
@@ -67,7 +67,8 @@ def validate_request(scope: Scope | dict[str, Any], query: Any, decision: Any,
     query = text_arg(query, "query", max_len=4000,
                      hint="describe in a sentence what is needed")
     if not isinstance(decision, str) or decision not in DECISION_RULES:
-        raise ValidationError(f"decision must be one of {', '.join(DECISIONS)}; got {decision!r}")
+        raise ValidationError(f"decision must be one of {', '.join(DECISIONS)}; got {decision!r}",
+                              hint="e.g. decision='lookup'; 'side_effect' before acting on it")
     rule = DECISION_RULES[decision]
     if layers is None:
         chosen = rule.layers
@@ -79,7 +80,11 @@ def validate_request(scope: Scope | dict[str, Any], query: Any, decision: Any,
                                   f"{type(layers).__name__}", hint="e.g. ['facts', 'episodes']")
         bad = [x for x in layers if x not in LAYERS]
         if bad:
-            raise ValidationError(f"unknown layers {bad}; choose from {', '.join(LAYERS)}")
+            raise ValidationError(f"unknown layers {bad}; choose from {', '.join(LAYERS)}",
+                                  hint="e.g. layers=['episodes'], or leave layers out")
+        if not layers:
+            raise ValidationError("layers is empty: nothing would be searched",
+                                  hint=f"name some of {', '.join(LAYERS)}, or leave layers out")
         chosen = (tuple(layers) if isinstance(layers, Sequence)
                   else tuple(x for x in LAYERS if x in layers))
     int_arg(k, "k", low=1, high=MAX_K)
@@ -107,9 +112,9 @@ class Gate:
                                                       budget_tokens)
         warm_tokens()  # the first search of a process loads the encoder while it ranks
         now = self._clock.now()
+        start, end = dates_arg(since, until)
         req = RankRequest(scope=scope, query=query, rule=rule, layers=chosen, k=k,
-                          principal=principal, since=date_arg(since, "since"),
-                          until=date_arg(until, "until"), now=now)
+                          principal=principal, since=start, until=end, now=now)
         ranked, considered = self.ranker(self.sources, req)
         items: list[Hit] = []
         used = 0
