@@ -69,6 +69,24 @@ def test_a_later_turn_makes_an_earlier_one_findable(mem: Memory, clock: ManualCl
     assert f"episode:{other.id}" not in lexical_matches(mem, ALICE, "quokkafest")
 
 
+def test_without_vectors_a_turn_is_still_found_through_its_thread(
+        mem: Memory, clock: ManualClock) -> None:
+    # lexical-only ranking: the turn holds one word of the question (too little on its own),
+    # the answer that followed it holds the rest, and the thread makes them one exchange
+    ids = _log(mem, clock, per_turn=True, turns=(
+        "The offsite still needs someone to sort out lunch",
+        "Priya will do the Quokkafest catering and send the menu",
+        "Great, thanks"))
+    alone = mem.episodes.append(ALICE, text="The offsite budget is approved", actor="user",
+                                source="chat:s8/t0", thread="chat:s8")
+    query = "Priya catering menu for the Quokkafest offsite"
+    for found in (mem.recall(ALICE, query, layers=["episodes"], k=5).refs,
+                  [h.ref for h in mem.episodes.search(ALICE, query, k=5)]):
+        assert found[0] == f"episode:{ids[1]}"
+        assert f"episode:{ids[0]}" in found
+        assert alone.ref not in found  # the same one word, without the thread: noise
+
+
 def test_a_turn_that_lands_in_the_past_re_embeds_its_successor(
         hmem: Memory, clock: ManualClock) -> None:
     first = hmem.episodes.append(ALICE, text=TURNS[0], actor="user", source="s/t0",

@@ -293,12 +293,14 @@ _SHAPE_BATCH = 4
 #: a candidate needs to stand on its own.
 MIN_EVIDENCE = 0.25
 #: A candidate below :data:`MIN_EVIDENCE` is kept only beside evidence: when a candidate of
-#: the ranking has *semantic* evidence (one query word in common is not enough), and it
-#: scores at least this share of the best such candidate (a turn found through its thread
-#: context, say, which its own words and vector do not carry). Without one, such candidates
-#: are dropped: an unrelated query still returns nothing. On the LoCoMo dev split
+#: the ranking has *semantic* evidence (one query word in common is not enough; without
+#: vectors, :data:`WORDS_ALONE` of the query's words in its own text), and it scores at
+#: least this share of the best such candidate (a turn found through its thread context,
+#: say, which its own words and vector do not carry). Without one, such candidates are
+#: dropped: an unrelated query still returns nothing. On the LoCoMo dev split
 #: (benchmarks/research/README.md) dropping them all loses evidence: R@10 0.769 against
-#: 0.783 with the share at 0.3, 0.4 or 0.5, the same as no floor at all.
+#: 0.783 with the share at 0.3, 0.4 or 0.5, the same as no floor at all; without vectors,
+#: 0.639 against 0.707 (shares 0.2 to 0.4 alike).
 NEIGHBOUR_SHARE = 0.4
 #: The share of the query's words that is evidence even where the vector calls the text
 #: unrelated (:func:`semantic` 0: "Oh wow, good for you." for "a good recipe for banana
@@ -547,7 +549,7 @@ class _EpisodeScorer:
         if sem >= MIN_EVIDENCE or (cov >= MIN_EVIDENCE and (
                 cov >= WORDS_ALONE or not self._unrelated(cos))):
             self.evident.add(rid)
-        if sem >= MIN_EVIDENCE:
+        if sem >= MIN_EVIDENCE or (not self.with_vectors and cov >= WORDS_ALONE):
             self.best_evident = max(uncapped, self.best_evident or 0.0)
         return min(uncapped, 1.0), uncapped, parts.specificity, rid
 
