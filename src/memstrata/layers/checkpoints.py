@@ -206,9 +206,10 @@ class Checkpoints:
     def handoffs_in(self, tx: Tx, scope: Scope,
                     limit: int = 2000) -> list[tuple[Checkpoint, str]]:
         """Inside the caller's transaction: the searchable handoffs of exactly ``scope``,
-        newest first, each with its status — ``superseded`` (a later version of the task
-        exists) or ``closed`` (a version of a closed task). The current version of an open
-        task is not a handoff: it is the task's state."""
+        newest first, each with its status — ``closed`` (the version that closed its task,
+        with the outcome) or ``superseded`` (a later version of the task exists, the
+        closing one included). The current version of an open task is not a handoff: it is
+        the task's state."""
         where, params = exact_sql(scope)
         rows = tx.all(f"{_SELECT} WHERE {where} ORDER BY r.updated_at DESC, r.version DESC "
                       "LIMIT ?", (*params, limit))
@@ -219,10 +220,10 @@ class Checkpoints:
         out: list[tuple[Checkpoint, str]] = []
         for r in rows:
             last, closed = latest[r["task"]]
-            if closed:
-                out.append((checkpoint_from_row(r), "closed"))
-            elif int(r["version"]) < last:
+            if int(r["version"]) < last:
                 out.append((checkpoint_from_row(r), "superseded"))
+            elif closed:
+                out.append((checkpoint_from_row(r), "closed"))
         return out
 
     def versions(self, scope: Scope | dict[str, Any], task: str) -> list[Checkpoint]:
