@@ -145,8 +145,8 @@ class Memory:
         }
         if config.policy_values:
             options["policy"] = config.policy()
-        options.update(overrides)
-        if options["embedder"] is None and config.sources.get("embedder") == "default":
+        if "embedder" not in overrides and options["embedder"] is None and \
+                config.sources.get("embedder") == "default":
             # nobody chose lexical-only: the default fell back to it (MiniLM's extra is
             # missing), which the CLI and servers say once, as Memory.open() does
             from .providers.embeddings import missing_minilm_packages
@@ -154,6 +154,7 @@ class Memory:
             missing = missing_minilm_packages()
             if missing:
                 _lexical_notice(missing)
+        options.update(overrides)
         return cls.open(config.url, **options)
 
     def _log_close(self, cp: Checkpoint) -> None:

@@ -405,15 +405,15 @@ def build(model: type[M], **fields: Any) -> M:
     try:
         return model(**fields)
     except pydantic.ValidationError as exc:
-        problems, fields_ = [], []
+        problems, locs = [], []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or model.__name__
             msg = str(err["msg"]).removeprefix("Value error, ")
             problems.append(f"{loc}: {msg}")
-            fields_.append(loc)
+            locs.append(loc)
         raise ValidationError(
             f"invalid {model.__name__}: " + "; ".join(problems), problems=problems,
-            hint=f"correct {', '.join(dict.fromkeys(fields_))} and try again; nothing was stored"
+            hint=f"correct {', '.join(dict.fromkeys(locs))} and try again; nothing was stored"
         ) from None
 
 
