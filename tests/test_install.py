@@ -73,10 +73,13 @@ def test_the_plain_install_runs_the_quick_start_and_the_cli(plain: Path,
     facts = subprocess.run(["memstrata", "facts", "list", "--user", "alice", "--json"],
                            capture_output=True, text=True, env=env)
     assert facts.returncode == 0 and json.loads(facts.stdout) == []
-    # the CLI (Memory.from_config) says it too, on stderr, the JSON on stdout untouched
-    assert facts.stderr.count("every search is lexical only") == 1, facts.stderr
-    chosen = subprocess.run(["memstrata", "facts", "list", "--user", "alice", "--json"],
-                            capture_output=True, text=True,
+    assert "lexical only" not in facts.stderr  # a listing searches nothing
+    # a search through the CLI (Memory.from_config) says it, on stderr, the JSON untouched
+    recall = ["memstrata", "recall", "deploy preview", "--user", "alice", "--json"]
+    searched = subprocess.run(recall, capture_output=True, text=True, env=env)
+    assert searched.returncode == 0 and json.loads(searched.stdout)["items"] == []
+    assert searched.stderr.count("every search is lexical only") == 1, searched.stderr
+    chosen = subprocess.run(recall, capture_output=True, text=True,
                             env={**env, "MEMSTRATA_EMBEDDER": "none"})
     assert chosen.returncode == 0 and "lexical only" not in chosen.stderr  # chosen: no notice
 
