@@ -394,3 +394,22 @@ def test_an_episode_forgotten_while_the_query_is_embedded_is_never_shown(
         assert gone.ref not in vmem.recall(ALICE, query).refs
     finally:
         vmem.close()
+
+
+def test_the_words_of_paths_urls_and_versions_are_found_on_every_backend(
+        mem: Memory) -> None:
+    # lexical only: what matches is the index's words, which a query's words must meet
+    texts = {"path": "The bug is in src/handlers/payment.py line 40",
+             "url": "Docs live at https://wiki.example.org/onboarding",
+             "key": "The flag feature.beta.enabled is on in staging",
+             "file": "Edit settings.yaml before the deploy",
+             "version": "The runners need python 3.11 now",
+             "email": "Write to carol@example.com about the invoice"}
+    refs = {key: mem.episodes.append(ALICE, text=text, actor="user", source=f"chat:{key}").ref
+            for key, text in texts.items()}
+    for query, key in [("handlers", "path"), ("payment.py", "path"), ("onboarding wiki", "url"),
+                       ("beta feature", "key"), ("settings", "file"),
+                       ("settings.yaml", "file"), ("3.11", "version"), ("carol", "email"),
+                       ("carol@example.com", "email")]:
+        assert [h.ref for h in mem.episodes.search(ALICE, query, k=1)] == [refs[key]], query
+        assert mem.recall(ALICE, query, k=1).refs == [refs[key]], query

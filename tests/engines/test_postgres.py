@@ -73,7 +73,8 @@ def test_migrations_need_the_owner_are_recorded_and_not_rerun(pg_database: AppDa
                      "m004_vector_indexes", "m005_private_tenant_registry",
                      "m006_episode_threads", "m007_api_keys",
                      "m008_drop_source_thread_index", "m009_episode_match_rows",
-                     "m010_gin_pending_list", "m011_match_rows_planned_per_call"]
+                     "m010_gin_pending_list", "m011_match_rows_planned_per_call",
+                     "m012_fulltext_words_of_paths"]
     assert migrate(pg_database) == names  # idempotent
     with Memory.open(pg_database.app_url, embedder=None) as mem:
         assert mem.stats()["migrations"] == names
@@ -728,3 +729,38 @@ def test_the_callers_own_rows_decide_which_words_are_common(
         # 4 of Carol's rows: "deploy" stays in her query (the 60 of Bob's rows do not count)
         assert found(carol, "deploy number") == 4
         assert found(carol, "deploy") == 4
+
+
+def test_m012_gives_rows_indexed_before_it_the_words_of_their_paths(pg: AppDatabase) -> None:
+    """Rows indexed while the parser kept a path whole (one lexeme no query word matched)
+    find its words after m012, at the weight they had: the record's own (A) or its thread
+    context's (B)."""
+    from memstrata.store.pg_schema import m012_fulltext_words_of_paths
+
+    with Memory.open(pg.app_url, embedder=None) as mem:
+        ep = mem.episodes.append(ALICE, text="The bug is in src/handlers/payment.py",
+                                 actor="user", source="chat:1")
+        res = mem.facts.propose(ALICE, claim="Runtime settings live in config/app.yaml",
+                                kind="system_fact", subject="config", attribute="file",
+                                actor="user", source="chat")
+        fact = res.record
+        assert fact is not None
+        with psycopg.connect(pg.admin_url) as conn:  # indexed as before m012
+            conn.execute("UPDATE episodes_fts SET tsv = setweight(to_tsvector('english', %s), "
+                         "'A') || setweight(to_tsvector('english', %s), 'B') WHERE id = %s",
+                         ("The bug is in src/handlers/payment.py",
+                          "user: see https://wiki.example.org/postmortems", ep.id))
+            conn.execute("UPDATE facts_fts SET tsv = to_tsvector('english', %s) WHERE id = %s",
+                         ("Runtime settings live in config/app.yaml", fact.id))
+        assert mem.episodes.search(ALICE, "handlers", k=3) == []
+        assert mem.recall(ALICE, "app.yaml", layers=["facts"]).items == []
+
+        with psycopg.connect(pg.admin_url) as conn:
+            m012_fulltext_words_of_paths(conn, None)
+            tsv = conn.execute("SELECT tsv::text FROM episodes_fts WHERE id = %s",
+                               (ep.id,)).fetchone()[0]  # type: ignore[index]
+        assert [h.ref for h in mem.episodes.search(ALICE, "handlers payment", k=3)] == [ep.ref]
+        assert mem.recall(ALICE, "app.yaml", layers=["facts"]).refs == [fact.ref]
+        assert "'handler':" in tsv and "'postmortem':" in tsv
+        assert tsv.split("'handler':")[1].split()[0].endswith("A")
+        assert tsv.split("'postmortem':")[1].split()[0].endswith("B")

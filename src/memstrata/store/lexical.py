@@ -61,6 +61,20 @@ def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
     return list(seen)
 
 
+#: What joins words into one token for PostgreSQL's parser but not for a query's words: a
+#: path, a URL, a file name, a dotted key or a version ("src/handlers/payment.py",
+#: "settings.yaml", "3.11") is one lexeme to ``to_tsvector``, where :func:`terms` (and
+#: SQLite's tokenizer) see its words.
+_JOINERS_RE = re.compile(r"[^\w\s'\-]+", re.UNICODE)
+
+
+def plain_words(text: str) -> str:
+    """``text`` as words for a full-text parser that keeps paths, URLs, file names and
+    versions whole: every run of other characters between words becomes a space, so an
+    index holds the words a query is split into (:func:`terms`)."""
+    return _JOINERS_RE.sub(" ", text)
+
+
 def fts5_query(text: str, drop: Sequence[str] = ()) -> str:
     """An FTS5 MATCH expression: quoted content words joined by OR ('' if none); words in
     ``drop`` (lowercase, e.g. names the caller boosts separately) are left out."""
@@ -152,6 +166,7 @@ __all__ = [
     "TermCounts",
     "filter_key",
     "fts5_query",
+    "plain_words",
     "selective",
     "terms",
     "tsquery",

@@ -51,6 +51,7 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from .migrations import Migrations
+from .pg_tx import TS_CONFIG
 
 Migration = Callable[[psycopg.Connection[Any], str | None], None]
 MIGRATIONS: Migrations[Migration] = Migrations("postgresql")
@@ -469,6 +470,35 @@ def m011_match_rows_planned_per_call(conn: psycopg.Connection[Any],
                     FROM episodes_fts f WHERE f.tenant = $1 AND f.tsv @@ $2 LIMIT $3'
                 USING current_setting('{TENANT_SETTING}', true), q, cap;
             END $$""")
+
+
+@migration
+def m012_fulltext_words_of_paths(conn: psycopg.Connection[Any], app_role: str | None) -> None:
+    """The words of the paths, URLs, file names and versions already indexed: the parser
+    kept each as one lexeme ("src/handlers/payment.py"), which no query word matched (new
+    rows are indexed with their words, :func:`memstrata.store.lexical.plain_words`). Each
+    such lexeme's words are added at its weight (A: the record's own text, B: its thread
+    context); the owner updates every tenant's rows (the full-text tables do not force
+    row security)."""
+    del app_role
+    for table in DEFINER_READ_TABLES:
+        conn.execute(sql.SQL("""
+            UPDATE {table} f SET tsv = f.tsv || x.words
+            FROM (SELECT p.tenant, p.id,
+                         setweight(to_tsvector({cfg}, coalesce(
+                             string_agg(p.words, ' ') FILTER (WHERE p.own), '')), 'A') ||
+                         setweight(to_tsvector({cfg}, coalesce(
+                             string_agg(p.words, ' ') FILTER (WHERE NOT p.own), '')), 'B')
+                         AS words
+                  FROM (SELECT t.tenant, t.id,
+                               regexp_replace(u.lexeme, {joiners}, ' ', 'g') AS words,
+                               'A' = ANY(u.weights::text[]) AS own
+                        FROM {table} t, unnest(t.tsv) u
+                        WHERE u.lexeme ~ {joiners}) p
+                  GROUP BY p.tenant, p.id) x
+            WHERE f.tenant = x.tenant AND f.id = x.id""").format(
+            table=sql.Identifier(table), cfg=sql.Literal(TS_CONFIG),
+            joiners=sql.Literal("[^[:alnum:]_'-]+")))
 
 
 def _tenant_policy(conn: psycopg.Connection[Any], table: str, *, force: bool) -> None:

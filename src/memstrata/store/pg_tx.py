@@ -23,6 +23,7 @@ import psycopg
 
 from ..errors import BackendError
 from .base import Row
+from .lexical import plain_words
 
 Conn = psycopg.Connection[Row]
 
@@ -76,8 +77,11 @@ class PgTx:
     def defer_fts(self, table: str, tenant: str, record_id: str, text: str,
                   context: str = "") -> None:
         """Queue a full-text entry; written before the next statement or the commit, in
-        one statement per table (a batch append indexes hundreds of rows at once)."""
-        self._fts.setdefault(table, {})[(tenant, record_id)] = (text, context)
+        one statement per table (a batch append indexes hundreds of rows at once). The
+        parser would keep a path, a URL or a version as one lexeme: it is given the words
+        (:func:`~memstrata.store.lexical.plain_words`), as a query is split into them."""
+        self._fts.setdefault(table, {})[(tenant, record_id)] = (plain_words(text),
+                                                                plain_words(context))
 
     def discard_pending(self) -> None:
         """Forget queued full-text entries (their rows were rolled back)."""
