@@ -413,3 +413,15 @@ def test_the_words_of_paths_urls_and_versions_are_found_on_every_backend(
                        ("carol@example.com", "email")]:
         assert [h.ref for h in mem.episodes.search(ALICE, query, k=1)] == [refs[key]], query
         assert mem.recall(ALICE, query, k=1).refs == [refs[key]], query
+
+
+def test_a_word_in_every_record_does_not_carry_them_in_on_any_backend(mem: Memory) -> None:
+    # lexical only: "database" is in 40 of 41 records, so it weighs next to nothing
+    mem.episodes.append_many([{"scope": ALICE, "text": f"Nightly database backup {i} finished",
+                               "actor": "tool", "source": f"cron:{i}", "thread": "cron"}
+                              for i in range(40)])
+    orders = mem.episodes.append(ALICE, text="Decision: the orders service moves to Postgres",
+                                 actor="user", source="adr:7")
+    query = "orders service database"
+    assert [h.ref for h in mem.episodes.search(ALICE, query, k=10)] == [orders.ref]
+    assert mem.recall(ALICE, query, k=10).refs == [orders.ref]

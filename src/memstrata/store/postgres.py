@@ -34,13 +34,15 @@ Contract:
   locking above.
 - ``text_search`` ranks ``*_fts`` tsvector rows (GIN) matching any content word of the
   query (``plainto_tsquery`` per word, OR-ed) by ``ts_rank`` with length normalisation
-  (a record's own words weigh twice its thread context's), inside the caller's filter.
+  (a record's own words weigh twice its thread context's) times the inverse document
+  frequency of the words each row holds among the caller's rows (``ts_rank`` has none:
+  a word in every row weighed like a rare one), inside the caller's filter.
   Matching goes through the schema's SECURITY DEFINER match functions, the only way the
   GIN index serves the application role under row-level security (see pg_schema). An
   episode search whose filter names only episode columns runs on ``episodes_fts`` alone
-  (it carries copies of them). ``ts_rank`` has no IDF; as in the SQLite backend, a large
-  index leaves out query words that occur in ``COMMON_TERM_DOCS`` or more of the rows the
-  caller's filter admits (never counted across users or tenants; all stay when all are).
+  (it carries copies of them). As in the SQLite backend, a large index leaves out query
+  words that occur in ``COMMON_TERM_DOCS`` or more of the rows the caller's filter
+  admits (never counted across users or tenants; all stay when all are).
 - ``compact`` runs VACUUM on the tables that hold text when the role may (owner, or
   ``MAINTAIN`` on PostgreSQL 17+), so dead tuples with forgotten text are pruned; rows
   are invisible to SQL from the moment the forget commits either way. Bytes of pruned
@@ -52,6 +54,7 @@ Contract:
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import threading
@@ -108,6 +111,10 @@ _FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
 #: How many of the tenant's matches of a word its scoped count reads first, in
 #: COMMON_TERM_DOCS (see _rare_words).
 _COUNT_FIRST = 2
+#: The caller's rows an inverse document frequency counts at most (``N``): ten times
+#: ``COMMON_TERM_DOCS``, which every word a large index keeps stays below, so their weights
+#: keep their order, while the count stays a few milliseconds (once per filter and process).
+_IDF_ROWS = 10 * COMMON_TERM_DOCS
 #: Tables whose rows carry user text (compacted after a forget).
 _TEXT_TABLES = ("facts", "facts_fts", "episodes", "episodes_fts", "checkpoints", "operations",
                 "scratch", "feedback", "procedures")
@@ -373,19 +380,49 @@ class PostgresDatabase:
             source = f"{table}_fts f JOIN {table} r ON r.tenant = f.tenant AND r.id = f.id"
             fts = "f"
         size = self._size(tx, table)
+        counted: Callable[[str], int] | None = None
         if size >= LARGE_INDEX_ROWS:
-            words = self._rare_words(tx, table, words, source, fts, where, params, size,
-                                     all_common)
+            words, counted = self._rare_words(tx, table, words, source, fts, where, params,
+                                              size, all_common)
             if not words:
                 return []
+        idf = self._idf(tx, table, words, counted, source, fts, where, params, size)
         # one plainto_tsquery per word, OR-ed: a compound like "billing-api" stays a phrase
         # of its parts, and user text is only ever a parameter
-        tsq = " || ".join([f"plainto_tsquery('{TS_CONFIG}', ?)"] * len(words))
+        one = f"plainto_tsquery('{TS_CONFIG}', ?)"
+        tsq = " || ".join([one] * len(words))
+        # ts_rank weighs a word found in every row like a rare one: the rank is scaled by
+        # the inverse document frequency of the words each row holds
+        held = " + ".join([f"? * ({fts}.tsv @@ {one})::int"] * len(words))
         rows = tx.all(
-            f"SELECT r.id AS id, ts_rank({_RANK_WEIGHTS}, {fts}.tsv, {tsq}, 1) AS s "
+            f"SELECT r.id AS id, ts_rank({_RANK_WEIGHTS}, {fts}.tsv, {tsq}, 1) * ({held}) AS s "
             f"FROM {source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, NULL)) "
-            f"AND {where} ORDER BY s DESC, r.id LIMIT ?", (*words, *words, *params, limit))
+            f"AND {where} ORDER BY s DESC, r.id LIMIT ?",
+            (*words, *(x for w in words for x in (idf[w], w)), *words, *params, limit))
         return [(r["id"], float(r["s"])) for r in rows]
+
+    def _idf(self, tx: Any, table: str, words: list[str], counted: Callable[[str], int] | None,
+             source: str, fts: str, where: str, params: Sequence[Any],
+             size: int) -> dict[str, float]:
+        """Each word's inverse document frequency among the rows the caller's filter admits
+        (BM25's, as SQLite's ``bm25`` weighs words): ``log(1 + (N - n + 0.5) / (n + 0.5))``
+        for a word in ``n`` of ``N`` rows. Below :data:`LARGE_INDEX_ROWS` rows both are
+        counted for each query (a few hundred rows: cheap); above, the word counts are
+        those that chose the words (:meth:`_rare_words`, capped at ``COMMON_TERM_DOCS``)
+        and ``N`` is counted once per filter up to :data:`_IDF_ROWS`, both remembered."""
+        caller = f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {where} LIMIT ?) c"
+        if counted is None:
+            total = int(tx.one(caller, (*params, LARGE_INDEX_ROWS))["n"])
+            matches = f"{source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}(" \
+                      f"plainto_tsquery('{TS_CONFIG}', ?), NULL)) AND {where}"
+            n = {w: int(tx.one(f"SELECT count(*) AS n FROM {matches}", (w, *params))["n"])
+                 for w in words}
+        else:
+            total = self._term_counts.counter(
+                (*filter_key(table, where, params), "rows"), size,
+                lambda _: int(tx.one(caller, (*params, _IDF_ROWS))["n"]))("")
+            n = {w: counted(w) for w in words}
+        return {w: math.log(1 + (max(total, n[w]) - n[w] + 0.5) / (n[w] + 0.5)) for w in words}
 
     @staticmethod
     def _size(tx: Any, table: str) -> int:
@@ -397,7 +434,7 @@ class PostgresDatabase:
 
     def _rare_words(self, tx: Any, table: str, words: list[str], source: str, fts: str,
                     where: str, params: Sequence[Any], size: int,
-                    all_common: AllCommon) -> list[str]:
+                    all_common: AllCommon) -> tuple[list[str], Callable[[str], int]]:
         """Leave out words found in ``COMMON_TERM_DOCS`` or more of the rows the caller's
         filter admits, as the SQLite backend does: they barely move a rank, yet ranking
         their matches dominates the query time. Another user's rows never decide what this
@@ -407,7 +444,8 @@ class PostgresDatabase:
         Where the full-text table carries the filter's columns, one statement per word
         reads the tenant's first matches once and counts both (its share of the first
         pass of a fresh process: 1 GIN scan a word instead of 2-3); otherwise the
-        tenant's matches bound the caller's count, which joins the records."""
+        tenant's matches bound the caller's count, which joins the records. Returns the
+        words kept and the caller's count of a word (remembered: asked again, free)."""
         tsq = f"plainto_tsquery('{TS_CONFIG}', ?)"
         first = _COUNT_FIRST * COMMON_TERM_DOCS
         # the filter applies to the matches as they come where the full-text table carries
@@ -436,9 +474,8 @@ class PostgresDatabase:
                     return min(n, COMMON_TERM_DOCS)  # common, or every match was seen
                 return count(word, None)
 
-            return selective(words, COMMON_TERM_DOCS,
-                             self._term_counts.counter(key, size, counted_once),
-                             all_common=all_common)
+            once = self._term_counts.counter(key, size, counted_once)
+            return selective(words, COMMON_TERM_DOCS, once, all_common=all_common), once
 
         def joined_count(word: str) -> int:
             # first tried on the tenant's first matches (enough when the caller's filter
@@ -451,7 +488,8 @@ class PostgresDatabase:
         bound = self._term_counts.counter((table, "tenant", tx.tenant), size, lambda w: int(
             tx.one(f"SELECT count(*) AS n FROM {_MATCHES[table]}({tsq}, ?) c",
                    (w, COMMON_TERM_DOCS))["n"]))
-        return selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common, bound=bound)
+        return selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
+                         bound=bound), scoped
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:
