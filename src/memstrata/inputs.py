@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .clock import ensure_utc
@@ -33,6 +33,8 @@ MAX_K = 100
 #: The range of an integer column (64-bit): no integer argument may leave it.
 MAX_INT = 2**63 - 1
 _NAME_RE = re.compile(r"^[\w.@:+\-/]+$")
+#: A date without a time of day (``until`` then takes in the whole day).
+_BARE_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def clean_text(value: Any, *, field: str, max_len: int, allow_empty: bool = False) -> str:
@@ -161,9 +163,12 @@ def date_arg(value: Any, field: str) -> datetime | None:
 
 
 def dates_arg(since: Any, until: Any) -> tuple[datetime | None, datetime | None]:
-    """A date range, ``since`` to ``until`` (each may be open): a range that ends before it
-    begins is refused, not answered with nothing."""
+    """A date range, ``since`` to ``until`` (each may be open), both ends included: an
+    ``until`` given as a bare date (``2026-03-01``) takes in that whole day (UTC). A range
+    that ends before it begins is refused, not answered with nothing."""
     start, end = date_arg(since, "since"), date_arg(until, "until")
+    if end is not None and isinstance(until, str) and _BARE_DATE_RE.match(until.strip()):
+        end += timedelta(days=1, microseconds=-1)
     if start is not None and end is not None and start > end:
         raise ValidationError(f"since ({start.isoformat()}) is after until "
                               f"({end.isoformat()})", hint="swap them, or leave one out")

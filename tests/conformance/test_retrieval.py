@@ -425,3 +425,16 @@ def test_a_word_in_every_record_does_not_carry_them_in_on_any_backend(mem: Memor
     query = "orders service database"
     assert [h.ref for h in mem.episodes.search(ALICE, query, k=10)] == [orders.ref]
     assert mem.recall(ALICE, query, k=10).refs == [orders.ref]
+
+
+def test_an_until_given_as_a_date_takes_in_that_whole_day(mem: Memory) -> None:
+    late = mem.episodes.append(ALICE, text="Quokka migration finished late", actor="user",
+                               source="chat:1", observed_at="2026-03-01T23:59:00Z")
+    mem.episodes.append(ALICE, text="Quokka migration checked the next morning",
+                        actor="user", source="chat:2", observed_at="2026-03-02T00:30:00Z")
+    day = {"since": "2026-03-01", "until": "2026-03-01"}
+    assert [e.ref for e in mem.episodes.log(ALICE, **day)] == [late.ref]
+    assert [h.ref for h in mem.episodes.search(ALICE, "quokka migration", **day)] == [late.ref]
+    assert mem.recall(ALICE, "quokka migration", **day).refs == [late.ref]
+    # a time of day is taken as given
+    assert mem.episodes.log(ALICE, until="2026-03-01T23:00:00Z") == []
