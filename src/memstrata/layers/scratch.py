@@ -44,6 +44,9 @@ MAX_VALUE = 200_000
 MAX_KEY = 200
 
 
+_TTL_HINT = f"e.g. ttl=3600 or timedelta(hours=1), at most {MAX_TTL.days} days"
+
+
 def ttl_arg(ttl: Any, field: str = "ttl") -> timedelta:
     """A positive ``timedelta``, or a positive number of seconds."""
     if isinstance(ttl, timedelta):
@@ -53,15 +56,16 @@ def ttl_arg(ttl: Any, field: str = "ttl") -> timedelta:
             value = timedelta(seconds=float(ttl))
         except (ValueError, OverflowError):  # NaN, infinity, beyond a timedelta
             raise ValidationError(f"{field} must be a finite number of seconds, got {ttl!r}",
-                                  hint="e.g. ttl=3600 or timedelta(hours=1)") from None
+                                  hint=_TTL_HINT) from None
     else:
         raise ValidationError(f"{field} must be a timedelta or a number of seconds, got "
-                              f"{type(ttl).__name__}", hint="e.g. ttl=3600 or timedelta(hours=1)")
+                              f"{type(ttl).__name__}", hint=_TTL_HINT)
     if value <= timedelta(0):
         raise ValidationError(f"{field} must be positive, got {value}",
-                              hint="e.g. ttl=3600 or timedelta(hours=1)")
+                              hint=_TTL_HINT)
     if value > MAX_TTL:
-        raise ValidationError(f"{field} must be at most {MAX_TTL.days} days, got {value}")
+        raise ValidationError(f"{field} must be at most {MAX_TTL.days} days, got {value}",
+                              hint=_TTL_HINT)
     return value
 
 

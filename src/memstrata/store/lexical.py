@@ -47,7 +47,10 @@ LARGE_INDEX_ROWS = 2 * COMMON_TERM_DOCS
 #: What :func:`selective` does when every matching word of a query is that common.
 AllCommon = Literal["keep", "drop"]
 
-_WORD_RE = re.compile(r"[\w][\w'\-]*", re.UNICODE)
+#: What a word is made of (after its first character, a letter or digit): the one rule for
+#: the query's words (:func:`terms`) and for the index's (:func:`plain_words`).
+_WORD_CHARS = r"\w'\-"
+_WORD_RE = re.compile(rf"[\w][{_WORD_CHARS}]*", re.UNICODE)
 
 
 def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
@@ -65,7 +68,7 @@ def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
 #: path, a URL, a file name, a dotted key or a version ("src/handlers/payment.py",
 #: "settings.yaml", "3.11") is one lexeme to ``to_tsvector``, where :func:`terms` (and
 #: SQLite's tokenizer) see its words.
-_JOINERS_RE = re.compile(r"[^\w\s'\-]+", re.UNICODE)
+_JOINERS_RE = re.compile(rf"[^\s{_WORD_CHARS}]+", re.UNICODE)
 
 
 def plain_words(text: str) -> str:

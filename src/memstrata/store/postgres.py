@@ -410,17 +410,18 @@ class PostgresDatabase:
         counted for each query (a few hundred rows: cheap); above, the word counts are
         those that chose the words (:meth:`_rare_words`, capped at ``COMMON_TERM_DOCS``)
         and ``N`` is counted once per filter up to :data:`_IDF_ROWS`, both remembered."""
-        caller = f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {where} LIMIT ?) c"
-        if counted is None:
-            total = int(tx.one(caller, (*params, LARGE_INDEX_ROWS))["n"])
-            matches = f"{source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}(" \
-                      f"plainto_tsquery('{TS_CONFIG}', ?), NULL)) AND {where}"
-            n = {w: int(tx.one(f"SELECT count(*) AS n FROM {matches}", (w, *params))["n"])
-                 for w in words}
+        if counted is None:  # one pass over the caller's few rows counts them all
+            holds = ", ".join(f"count(*) FILTER (WHERE c.tsv @@ plainto_tsquery("
+                              f"'{TS_CONFIG}', ?)) AS n{i}" for i in range(len(words)))
+            row = tx.one(f"SELECT count(*) AS n, {holds} FROM (SELECT {fts}.tsv FROM {source} "
+                         f"WHERE {where} LIMIT ?) c", (*words, *params, LARGE_INDEX_ROWS))
+            total = int(row["n"])
+            n = {w: int(row[f"n{i}"]) for i, w in enumerate(words)}
         else:
             total = self._term_counts.counter(
-                (*filter_key(table, where, params), "rows"), size,
-                lambda _: int(tx.one(caller, (*params, _IDF_ROWS))["n"]))("")
+                (*filter_key(table, where, params), "rows"), size, lambda _: int(tx.one(
+                    f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {where} "
+                    "LIMIT ?) c", (*params, _IDF_ROWS))["n"]))("")
             n = {w: counted(w) for w in words}
         return {w: math.log(1 + (max(total, n[w]) - n[w] + 0.5) / (n[w] + 0.5)) for w in words}
 
