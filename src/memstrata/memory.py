@@ -88,7 +88,8 @@ class Memory:
         self.facts = Facts(db, self.clock, self.policy, self.index, default_tenant=tenant)
         self.review = Review(db, self.facts, self.index, self.clock)
         self.episodes = Episodes(db, self.clock, self.policy, self.index, default_tenant=tenant)
-        self.checkpoints = Checkpoints(db, self.clock, on_close=self._log_close)
+        self.checkpoints = Checkpoints(db, self.clock, index=self.index,
+                                       on_close=self._log_close)
         self.ledger = Ledger(db, self.clock)
         self.runs = Runs(db, self.clock)
         self.procedures = Procedures(db, self.clock, default_tenant=tenant)
@@ -299,9 +300,10 @@ class Memory:
                       self.index.vectors)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Re-embed every fact and episode with the current embedder (after a model
-        change); returns how many records were embedded."""
-        return _reindex(self.index, [self.facts, self.episodes], progress=progress)
+        """Re-embed every fact, episode and checkpoint version with the current embedder
+        (after a model change); returns how many records were embedded."""
+        return _reindex(self.index, [self.facts, self.episodes, self.checkpoints],
+                        progress=progress)
 
     def doctor(self) -> list[str]:
         """Re-derive the stored invariants; returns what is broken (empty = healthy)."""

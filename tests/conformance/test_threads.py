@@ -171,3 +171,70 @@ def test_an_old_handoff_is_found_by_a_query_and_never_enters_context(
         got = tools.dispatch("recall", {"query": "Kubernetes changelog", "layers": ["handoffs"]})
         assert [i["ref"] for i in got["items"]] == ["checkpoint:release-v17@1"]
         assert got["items"][0]["task"] == "release-v17"
+
+
+def _checkpoint_vectors(mem: Memory) -> list[str]:
+    with mem.db.transaction(ALICE.tenant, write=False) as tx:
+        return sorted(r["record_id"] for r in tx.all(
+            "SELECT record_id FROM vectors WHERE tenant = ? AND layer = 'checkpoints'",
+            (ALICE.tenant,)))
+
+
+def _billing_task(mem: Memory, clock: ManualClock) -> None:
+    mem.checkpoints.save(ALICE, "billing-move", objective="Move the billing tables to Postgres 16",
+                         next_action="rehearse the cutover on staging")
+    clock.advance(hours=1)
+    mem.checkpoints.save(ALICE, "billing-move", next_action="switch the traffic over")
+    mem.checkpoints.save(ALICE, "launch-mail", objective="Write the spring launch email")
+    mem.checkpoints.close(ALICE, "launch-mail", outcome="abandoned: the campaign was cancelled")
+
+
+def test_a_handoff_is_found_by_its_meaning_like_any_record(
+        vmem: Memory, mem: Memory, clock: ManualClock) -> None:
+    """Handoffs rank through the same hybrid relevance as facts: their vectors as well as
+    their words. A question sharing no word with a version finds it; without vectors it
+    cannot."""
+    _billing_task(vmem, clock)
+    question = "which database version were we upgrading to?"
+    found = vmem.recall(ALICE, question, layers=["handoffs"]).items
+    assert [(h.ref, h.status) for h in found][:1] == [("checkpoint:billing-move@1", "superseded")]
+    assert all(0.0 < h.score <= 1.0 for h in found)
+    mailing = vmem.recall(ALICE, "what became of the promotional newsletter?",
+                          layers=["handoffs"]).items
+    assert mailing and mailing[0].task == "launch-mail" and mailing[0].status in (
+        "closed", "superseded")
+    assert vmem.recall(ALICE, "kubernetes cluster autoscaling", layers=["handoffs"]).items == []
+    # the same store read without an embedder matches words only: the question has none
+    assert mem.recall(ALICE, question, layers=["handoffs"]).items == []
+    # the same order through the agents' tool
+    with ToolDispatcher(vmem, ALICE) as tools:
+        got = tools.dispatch("recall", {"query": question, "layers": ["handoffs"]})
+    assert [i["ref"] for i in got["items"]] == [h.ref for h in found]
+
+
+def test_a_forgotten_handoff_takes_its_vector_and_reindex_remakes_them(
+        vmem: Memory, store_url: str, scratch_url: str | None, clock: ManualClock,
+        minilm: object) -> None:
+    _billing_task(vmem, clock)
+    assert len(_checkpoint_vectors(vmem)) == 4  # every version, the current ones too
+    report = vmem.forget(ALICE, match="billing")
+    assert report.counts["checkpoints"] == 2 and report.counts["vectors"] == 2
+    left = _checkpoint_vectors(vmem)
+    assert len(left) == 2 and all("billing" not in v for v in left)
+    assert vmem.doctor() == []
+    assert vmem.recall(ALICE, "which database version were we upgrading to?",
+                       layers=["handoffs"]).items == []
+    # versions saved without an embedder get their vectors from a reindex
+    plain = open_store(store_url, scratch_url, clock)
+    try:
+        _billing_task(plain, clock)
+    finally:
+        plain.close()
+    assert len(_checkpoint_vectors(vmem)) == 2
+    assert vmem.recall(ALICE, "which database version were we upgrading to?",
+                       layers=["handoffs"]).items == []
+    vmem.reindex()  # billing-move@1-2 again, launch-mail@1-4 (saved again: reopened, closed)
+    assert len(_checkpoint_vectors(vmem)) == 6
+    assert vmem.recall(ALICE, "which database version were we upgrading to?",
+                       layers=["handoffs"]).items[0].task == "billing-move"
+    assert vmem.doctor() == []

@@ -299,7 +299,8 @@ def get(as_json: bool, ref: str) -> None:
 @json_option
 @click.option("--embedder", default=None, help="Embedder spec (default: the configured one).")
 def reindex(as_json: bool, embedder: str | None) -> None:
-    """Re-embed every fact and episode (after changing the embedding model)."""
+    """Re-embed every fact, episode and checkpoint version (after changing the embedding
+    model)."""
     from ..errors import ConfigError
     from .bench import _progress
 

@@ -14,8 +14,12 @@ Contract:
   same transaction: both or neither).
 - Handoffs: the earlier versions of every task and all versions of a closed one are
   searchable (:meth:`Checkpoints.handoffs_in`, read by the ranker when recall is asked for
-  the ``handoffs`` layer); what a version is matched by is :meth:`Checkpoints.text_of`.
-  They never enter working or session context.
+  the ``handoffs`` layer); what a version is matched by is :meth:`Checkpoints.text_of`,
+  in words and, with an embedder, by its vector: each version is embedded when it is
+  saved (before the write transaction; again inside it only if another save came
+  between), stored through the record index under
+  :func:`~memstrata.store.sql.checkpoint_vector_id`, re-made by ``reindex`` and deleted
+  with the version. They never enter working or session context.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from ..inputs import MAX_NAME, MAX_TEXT, clean_text, date_arg, text_arg
 from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
 from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
+from ..store.sql import checkpoint_vector_id
+from .indexing import RecordIndex
 from .selector import Selector
 
 _LIST_FIELDS = ("constraints", "plan", "completed", "evidence", "source_refs",
@@ -92,10 +98,12 @@ class Checkpoints:
 
     table = "checkpoints"
 
-    def __init__(self, db: Database, clock: Clock, *,
+    def __init__(self, db: Database, clock: Clock, *, index: RecordIndex | None = None,
                  on_close: Callable[[Checkpoint], None] | None = None) -> None:
         self._db = db
         self._clock = clock
+        #: Where a version's vector goes (none without an embedder).
+        self._index = index
         #: Called with the closing version when a task closes with an outcome (the facade
         #: logs it as an episode: this layer writes only its own table).
         self._on_close = on_close
@@ -124,12 +132,47 @@ class Checkpoints:
             raise ValidationError("save needs at least one field",
                                   hint="fields: " + ", ".join(CHECKPOINT_FIELDS))
         clean = _clean_fields(fields)
-        with self._db.transaction(scope.tenant) as tx:
-            prev = self._latest(tx, scope, task)
+
+        def build(prev: Row | None) -> dict[str, Any]:
             data = json.loads(prev["data"]) if prev else {}
             data.pop("closed", None)  # saving again reopens a closed task
             data.update(clean)
-            return checkpoint_from_row(self._append(tx, scope, task, prev, data, when, who))
+            return data
+
+        return checkpoint_from_row(self._write(scope, task, build, when, who))
+
+    def _write(self, scope: Scope, task: str,
+               build: Callable[[Row | None], dict[str, Any] | None], when: datetime,
+               who: str | None, then: Callable[[Row], None] | None = None) -> Row:
+        """Append the version ``build(latest)`` makes (or return the latest one, when it
+        makes None) with its vector, then call ``then`` with the new row, in one
+        transaction. The vector is made before the transaction from the version read
+        then; if another save came between, it is made again inside."""
+        index = self._index if self._index is not None and self._index.semantic else None
+        vec: Any = None
+        basis = -1
+        if index is not None:
+            with self._db.transaction(scope.tenant, write=False) as tx:
+                prev = self._latest(tx, scope, task)
+            data = build(prev)
+            if data is not None:
+                vec = index.embed([self._text(task, data)])
+                basis = int(prev["version"]) if prev else 0
+        with self._db.transaction(scope.tenant) as tx:
+            prev = self._latest(tx, scope, task)
+            data = build(prev)
+            if data is None:
+                assert prev is not None
+                return prev
+            row = self._append(tx, scope, task, prev, data, when, who)
+            if index is not None:
+                if basis != int(row["version"]) - 1:
+                    vec = index.embed([self._text(task, data)])
+                index.write_vectors(tx, self.table, scope.tenant, [
+                    checkpoint_vector_id(scope.key, task, int(row["version"]))], vec)
+            if then is not None:
+                then(row)
+            return row
 
     @staticmethod
     def _latest(tx: Tx, scope: Scope, task: str) -> Row | None:
@@ -163,21 +206,24 @@ class Checkpoints:
             outcome = screened_arg(outcome, "outcome", max_len=MAX_TEXT)
         who = None if by is None else text_arg(by, "by", max_len=MAX_NAME)
         now = self._clock.now()
-        with self._db.transaction(scope.tenant) as tx:
-            prev = self._latest(tx, scope, task)
+
+        def build(prev: Row | None) -> dict[str, Any] | None:
             if prev is None:
                 raise NotFound(f"no checkpoint for task {task!r} in {scope}",
                                hint="save a checkpoint before closing the task")
-            data = json.loads(prev["data"])
+            data: dict[str, Any] = json.loads(prev["data"])
             if data.get("closed"):
-                return checkpoint_from_row(prev)
+                return None  # closed already: the closing version is the answer
             data["closed"] = {"at": now.isoformat(), "outcome": outcome}
-            closed = checkpoint_from_row(self._append(tx, scope, task, prev, data, now, who))
+            return data
+
+        def logged(row: Row) -> None:
             if outcome is not None and self._on_close is not None:
                 # inside this transaction (a savepoint): the task closes with its outcome
                 # logged, or not at all
-                self._on_close(closed)
-        return closed
+                self._on_close(checkpoint_from_row(row))
+
+        return checkpoint_from_row(self._write(scope, task, build, now, who, logged))
 
     def current(self, scope: Scope | dict[str, Any], task: str) -> Checkpoint | None:
         """The latest version of the task's checkpoint, or None."""
@@ -191,7 +237,8 @@ class Checkpoints:
 
     @staticmethod
     def text_of(cp: Checkpoint) -> str:
-        """What a checkpoint version is searched by: its task and every field, in words."""
+        """What a checkpoint version is searched by: its task and every field, in words
+        (and what its vector is made from)."""
         parts = [cp.task.replace("-", " ").replace("_", " ")]
         for label, value in (("objective", cp.objective), ("next", cp.next_action),
                              ("notes", cp.notes), ("outcome", cp.outcome)):
@@ -202,6 +249,28 @@ class Checkpoints:
             if items:
                 parts.append(f"{label}: " + "; ".join(items))
         return ". ".join(parts)
+
+    @classmethod
+    def _text(cls, task: str, data: dict[str, Any]) -> str:
+        """:meth:`text_of` the version ``data`` (as stored) makes."""
+        closed = data.get("closed") or {}
+        return cls.text_of(Checkpoint.model_construct(
+            task=task, outcome=closed.get("outcome"),
+            **{f: data.get(f, [] if f in _LIST_FIELDS else None) for f in CHECKPOINT_FIELDS}))
+
+    @staticmethod
+    def vector_id(cp: Checkpoint) -> str:
+        """The record id this version's vector is stored under."""
+        return checkpoint_vector_id(cp.scope.key, cp.task, cp.version)
+
+    def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:
+        """(vector id, the text its vector is made from) of every version of the tenant
+        (for ``reindex``)."""
+        return [(checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"])),
+                 self._text(r["task"], json.loads(r["data"])))
+                for r in tx.all("SELECT scope_key, task, version, data FROM checkpoints "
+                                "WHERE tenant = ? ORDER BY scope_key, task, version",
+                                (tenant,))]
 
     def handoffs_in(self, tx: Tx, scope: Scope,
                     limit: int = 2000) -> list[tuple[Checkpoint, str]]:
@@ -251,13 +320,25 @@ class Checkpoints:
         """Delete (unless ``dry_run``) every version of the checkpoints whose task or data
         contains ``sel.match`` (all of the scope's without a match; none for a subject or
         ids). Returns the task names."""
+        rows = self._selected(tx, sel)
+        if rows and not dry_run:
+            where, params = sel.where(("data", "task"))
+            tx.execute(f"DELETE FROM checkpoints AS r WHERE {where}", params)
+        return [r["task"] for r in rows]
+
+    def vector_ids(self, tx: Tx, sel: Selector) -> list[str]:
+        """The vector ids of the versions :meth:`forget_rows` deletes (their vectors go with
+        them: a schema trigger)."""
+        return [checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"]))
+                for r in self._selected(tx, sel)]
+
+    @staticmethod
+    def _selected(tx: Tx, sel: Selector) -> list[Row]:
         if sel.ids is not None or sel.subject is not None:
             return []
         where, params = sel.where(("data", "task"))
-        rows = tx.all(f"SELECT r.task AS task FROM checkpoints r WHERE {where}", params)
-        if rows and not dry_run:
-            tx.execute(f"DELETE FROM checkpoints AS r WHERE {where}", params)
-        return [r["task"] for r in rows]
+        return tx.all(f"SELECT r.scope_key AS scope_key, r.task AS task, r.version AS version "
+                      f"FROM checkpoints r WHERE {where}", params)
 
 
 __all__ = ["Checkpoints", "checkpoint_from_row", "task_arg"]

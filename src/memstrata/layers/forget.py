@@ -78,7 +78,8 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
     with db.transaction(tenant, maintenance=True) as tx:
         fact_ids = layers.facts.forget_rows(tx, sel, dry_run=True)
         episode_ids = layers.episodes.forget_rows(tx, sel, dry_run=True)
-        counts["vectors"] = db.vector_count(tx, tenant, [*fact_ids, *episode_ids])
+        counts["vectors"] = db.vector_count(tx, tenant, [
+            *fact_ids, *episode_ids, *layers.checkpoints.vector_ids(tx, sel)])
         if not dry_run:
             threads = layers.episodes.threads_of(tx, tenant, episode_ids)
             layers.facts.forget_rows(tx, sel, dry_run=False)

@@ -1,4 +1,4 @@
-"""Index entries of facts and episodes: the lexical entry and the vector, beside the row.
+"""Index entries of records: the lexical entry and the vector, beside the row.
 
 :class:`RecordIndex` is the one path from a layer to the engine's indexes. The layer
 decides *what* a record is indexed and embedded with (``Facts.embed_text``,
@@ -7,8 +7,9 @@ decides *what* a record is indexed and embedded with (``Facts.embed_text``,
 record and its index entries commit or roll back together. Without an embedder there are
 no vectors and every search is lexical.
 
-:func:`reindex` re-embeds every fact and episode of every tenant with the current embedder:
-driven from here, over the texts each layer defines, while the engine's
+:func:`reindex` re-embeds every record of the layers it is given (facts, episodes, checkpoint
+versions) in every tenant with the current embedder: driven from here, over the texts each
+layer defines, while the engine's
 :class:`~memstrata.store.base.VectorIndex` only clears and stores vectors. It clears each
 tenant and then stores the new vectors in batches (embedding never holds the write lock),
 each its own transaction: a failure after the first clear raises a BackendError saying
@@ -41,7 +42,8 @@ class IndexEntry:
 
 
 class RecordIndex:
-    """The lexical entries (always) and vectors (with an embedder) of facts and episodes."""
+    """The lexical entries (always) and vectors (with an embedder) of facts and episodes,
+    and the vectors of checkpoint versions."""
 
     def __init__(self, db: Database, embedder: Embedder | None = None) -> None:
         self.db = db
@@ -99,6 +101,15 @@ class RecordIndex:
         index = self.vectors
         if index is not None and vectors is not None:
             index.add(tx, table, tenant, [e.record_id for e in entries], vectors)
+
+
+    def write_vectors(self, tx: Tx, table: str, tenant: str, ids: Sequence[str],
+                      vectors: Any) -> None:
+        """Write only vectors (a layer matched in words without a lexical index: checkpoint
+        versions); nothing without an embedder."""
+        index = self.vectors
+        if index is not None and vectors is not None:
+            index.add(tx, table, tenant, ids, vectors)
 
 
 class Embeddable(Protocol):

@@ -7,7 +7,9 @@ default, :func:`hybrid`, takes candidates from the engine's lexical search (and,
 embedder, vector search) run *inside* each layer's read filter (``filter_sql``), fuses the
 scores, adjusts them by status (current over superseded), actor authority, scope
 specificity and recency, and returns them on a 0..1 scale so the gate can apply an
-absolute relevance floor. The evaluation harness swaps rankers through the same seam.
+absolute relevance floor. Handoffs (earlier checkpoint versions, closed tasks; few per
+scope) are read whole and fused like facts: the words each holds and its vector's cosine.
+The evaluation harness swaps rankers through the same seam.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ..layers.checkpoints import Checkpoints
 from ..layers.episodes import Episodes, excerpt, row_hit
 from ..layers.facts import Facts
 from ..layers.indexing import RecordIndex
-from ..models import Fact, Hit, Scope
+from ..models import Checkpoint, Fact, Hit, Scope
 from ..scoping import principal_of
 from ..store.base import Database, Row
 from ..store.lexical import AllCommon, terms
@@ -74,20 +76,22 @@ class RankRequest:
 Ranker = Callable[[RankSources, RankRequest], tuple[list[Hit], int]]
 
 
-def coverage(query_terms: Sequence[str], text: str) -> float:
-    """Share of the query's content words (stemmed by prefix) present in ``text``."""
+def held(query_terms: Sequence[str], text: str) -> list[str]:
+    """The query's content words (stemmed by prefix) present in ``text``."""
     if not query_terms:
-        return 0.0
+        return []
     words = terms(text)
     present = set(words)
     # " w1 w2 ...": a word starts with ``stem`` exactly when " " + stem occurs in it
     # (content words hold no spaces); one substring search instead of a loop over words
     joined = " " + " ".join(words)
-    hit = 0
-    for q in query_terms:
-        if q in present or (" " + (q[:5] if len(q) > 5 else q)) in joined:
-            hit += 1
-    return hit / len(query_terms)
+    return [q for q in query_terms
+            if q in present or (" " + (q[:5] if len(q) > 5 else q)) in joined]
+
+
+def coverage(query_terms: Sequence[str], text: str) -> float:
+    """Share of the query's content words (stemmed by prefix) present in ``text``."""
+    return len(held(query_terms, text)) / len(query_terms) if query_terms else 0.0
 
 
 def adjust_raw(base: float, *, actor: str | None, specificity: int, age_days: float,
@@ -233,7 +237,7 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
             hits += _rank_episodes(src, tx, req, scorer, limit, qvec, keep=req.k + KEEP_SPARE,
                                    raw=raw)
         if "handoffs" in req.layers and src.checkpoints is not None:
-            hits += _rank_handoffs(src.checkpoints, tx, req, q_terms, raw)
+            hits += _rank_handoffs(src.checkpoints, tx, req, q_terms, raw, vectors, qvec)
     rank_order(hits, raw)
     return hits, len(hits)
 
@@ -250,19 +254,37 @@ def _fact_filter(src: RankSources, req: RankRequest) -> tuple[str, list[Any]]:
 
 
 def _rank_handoffs(checkpoints: Checkpoints, tx: Any, req: RankRequest,
-                   q_terms: Sequence[str], raw: dict[str, float]) -> list[Hit]:
-    """Earlier checkpoint versions and closed tasks, matched by their words (the share of the
-    query's words each version holds), within the request's dates."""
-    out: list[Hit] = []
+                   q_terms: Sequence[str], raw: dict[str, float], vectors: Any,
+                   qvec: Any) -> list[Hit]:
+    """Earlier checkpoint versions and closed tasks within the request's dates, ranked
+    like facts (:func:`fuse`): their words (the query's words each version holds, weighted
+    by how rare they are among the handoffs searched, and their share) and, with an
+    embedder, their vectors' cosines."""
+    found: dict[str, tuple[Checkpoint, str, datetime, str]] = {}
     for cp, status in checkpoints.handoffs_in(tx, req.scope):
         when = cp.updated_at or req.now
         if (req.since is not None and when < req.since) or (
                 req.until is not None and when > req.until):
             continue
-        text = Checkpoints.text_of(cp)
-        rel = coverage(q_terms, text)
+        found[cp.ref] = (cp, status, when, Checkpoints.text_of(cp))
+    if not found:
+        return []
+    words = {ref: held(q_terms, text) for ref, (*_, text) in found.items()}
+    n = len(found)
+    df = {q: sum(q in w for w in words.values()) for q in q_terms}
+    lex = {ref: sum(math.log(1 + (n - df[q] + 0.5) / (df[q] + 0.5)) for q in w)
+           for ref, w in words.items() if w}
+    cov = {ref: len(w) / len(q_terms) for ref, w in words.items() if q_terms}
+    vec: dict[str, float] = {}
+    if vectors is not None and qvec is not None:
+        by_id = {Checkpoints.vector_id(cp): ref for ref, (cp, *_) in found.items()}
+        vec = {by_id[vid]: cos for vid, cos in vectors.record_scores(
+            tx, req.scope.tenant, checkpoints.table, list(by_id), qvec).items()}
+    out: list[Hit] = []
+    for ref, rel in fuse(lex, vec, cov).items():
         if rel <= 0:
             continue
+        cp, status, when, text = found[ref]
         age = (req.now - when).total_seconds() / 86400
         score = adjust_raw(rel, actor="system", specificity=cp.scope.specificity(),
                            age_days=age, superseded=False)
@@ -577,4 +599,4 @@ def fact_hit(f: Fact, base: float, now: datetime, *, uncapped: float | None = No
 
 
 __all__ = ["AUTHORITY", "RankRequest", "RankSources", "Ranker", "adjust_raw",
-           "coverage", "fact_hit", "fuse", "hybrid", "rank_order", "semantic"]
+           "coverage", "fact_hit", "fuse", "held", "hybrid", "rank_order", "semantic"]

@@ -80,7 +80,8 @@ class Capabilities:
 
 
 class VectorIndex(Protocol):
-    """Vectors of facts and episodes for one embedding model, searched after filtering."""
+    """Vectors of facts, episodes and checkpoint versions for one embedding model,
+    searched after filtering."""
 
     model: str
     dims: int
@@ -103,6 +104,12 @@ class VectorIndex(Protocol):
     def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,
                     limit: int) -> list[tuple[str, float]]:
         """(fact id, cosine) of facts passing ``where`` (alias ``r``), best first; exact."""
+        ...
+
+    def record_scores(self, tx: Tx, tenant: str, table: str, ids: Sequence[str],
+                      qvec: np.ndarray) -> dict[str, float]:
+        """The cosine of each of these records of ``table`` that has a vector of this model
+        (exact; for the few records a caller selected itself, e.g. checkpoint versions)."""
         ...
 
     def clear(self, tx: Tx, tenant: str) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from .base import Database
+from .sql import checkpoint_vector_id_sql
 
 
 def verify(db: Database, now: datetime) -> list[str]:
@@ -57,8 +58,9 @@ def _verify_tenant(db: Database, tenant: str, now: datetime) -> list[str]:
         orphan_vectors = tx.one(
             "SELECT count(*) AS n FROM vectors v WHERE v.tenant = ? AND NOT EXISTS (SELECT 1 "
             "FROM facts f WHERE f.tenant = v.tenant AND f.id = v.record_id) AND NOT EXISTS "
-            "(SELECT 1 FROM episodes e WHERE e.tenant = v.tenant AND e.id = v.record_id)",
-            (tenant,))
+            "(SELECT 1 FROM episodes e WHERE e.tenant = v.tenant AND e.id = v.record_id) "
+            "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.tenant = v.tenant AND "
+            f"{checkpoint_vector_id_sql('c')} = v.record_id)", (tenant,))
         if orphan_vectors and orphan_vectors["n"]:
             problems.append(f"{orphan_vectors['n']} vectors belong to no record "
                             f"(tenant {tenant})")

@@ -37,7 +37,8 @@ Contract and invariants (enforced by the database, not only by Python):
 - Vectors live in ``vectors.vec`` (pgvector, any dimension); episode vectors are searched
   through partial HNSW indexes, one per common dimension (``INDEXED_DIMS``), on
   ``vec::vector(D)`` with inner-product ops (the embedders return unit vectors, so this
-  is cosine, as in the SQLite backend). Other dimensions are searched exactly.
+  is cosine, as in the SQLite backend). Other dimensions are searched exactly, as are
+  the few vectors of facts and checkpoint versions (m013).
 - Migrations need the owner role (DDL); the application role only uses rows.
 """
 
@@ -52,6 +53,7 @@ from psycopg.rows import tuple_row
 
 from .migrations import Migrations
 from .pg_tx import TS_CONFIG
+from .sql import checkpoint_vector_id_sql
 
 Migration = Callable[[psycopg.Connection[Any], str | None], None]
 MIGRATIONS: Migrations[Migration] = Migrations("postgresql")
@@ -499,6 +501,26 @@ def m012_fulltext_words_of_paths(conn: psycopg.Connection[Any], app_role: str | 
             WHERE f.tenant = x.tenant AND f.id = x.id""").format(
             table=sql.Identifier(table), cfg=sql.Literal(TS_CONFIG),
             joiners=sql.Literal("[^[:alnum:]_'-]+")))
+
+
+@migration
+def m013_checkpoint_vectors(conn: psycopg.Connection[Any], app_role: str | None) -> None:
+    """Checkpoint versions have vectors (the handoffs are ranked like facts), in the one
+    vectors table; a deleted version takes its vector with it."""
+    del app_role
+    conn.execute("ALTER TABLE vectors DROP CONSTRAINT vectors_layer_check")
+    conn.execute("ALTER TABLE vectors ADD CONSTRAINT vectors_layer_check "
+                 "CHECK (layer IN ('facts', 'episodes', 'checkpoints'))")
+    conn.execute(f"""
+        CREATE FUNCTION memstrata_drop_checkpoint_vector() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM vectors WHERE tenant = OLD.tenant AND layer = 'checkpoints'
+                AND record_id = {checkpoint_vector_id_sql('OLD')};
+            RETURN OLD;
+        END $$""")
+    conn.execute("CREATE TRIGGER checkpoints_deindex AFTER DELETE ON checkpoints "
+                 "FOR EACH ROW EXECUTE FUNCTION memstrata_drop_checkpoint_vector()")
 
 
 def _tenant_policy(conn: psycopg.Connection[Any], table: str, *, force: bool) -> None:

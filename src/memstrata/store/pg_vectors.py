@@ -14,7 +14,8 @@ Contract (:class:`memstrata.store.base.VectorIndex`; this index never embeds tex
   ``hnsw.max_scan_tuples`` is reached); rows are re-sorted by exact score. If fewer than
   k come back while more rows pass the filter, the query runs again as an exact scan,
   so a selective filter costs a scan of the rows it selects but never loses results.
-- Facts are few per scope: ``fact_scores`` is exact.
+- Facts are few per scope: ``fact_scores`` is exact; so is ``record_scores`` (the
+  checkpoint versions a ranking selected).
 - Scores are dot products of unit vectors (cosine), as in the SQLite backend.
 """
 
@@ -31,6 +32,7 @@ from ..scoping import applies_sql
 from .base import Tx
 from .pg_schema import INDEXED_DIMS
 from .pg_tx import PgTx, translate
+from .sql import chunks, marks
 
 if TYPE_CHECKING:
     from ..models import Scope
@@ -106,11 +108,11 @@ class PgVectorIndex:
                 "r.expires_at, r.observed_at, r.readers FROM unnest(%s::text[], "
                 "%s::vector[]) AS x(id, vec) JOIN episodes r ON r.tenant = %s AND "
                 "r.id = x.id " + _UPSERT, (self.model, self.dims, keys, vecs, tenant))
-        elif table == "facts":
+        elif table in ("facts", "checkpoints"):
             tx.raw_execute(
                 "INSERT INTO vectors (tenant, record_id, layer, model, dims, vec) SELECT %s, "
-                "x.id, 'facts', %s, %s, x.vec FROM unnest(%s::text[], %s::vector[]) "
-                "AS x(id, vec) " + _UPSERT, (tenant, self.model, self.dims, keys, vecs))
+                "x.id, %s, %s, %s, x.vec FROM unnest(%s::text[], %s::vector[]) "
+                "AS x(id, vec) " + _UPSERT, (tenant, table, self.model, self.dims, keys, vecs))
         else:
             raise ValueError(table)
 
@@ -186,6 +188,19 @@ class PgVectorIndex:
             (np.asarray(qvec, dtype=np.float32), self.model, self.dims, *params,
              min(limit, 5000)))
         return [(r["id"], float(r["s"])) for r in rows]
+
+    def record_scores(self, tx: Tx, tenant: str, table: str, ids: Sequence[str],
+                      qvec: np.ndarray) -> dict[str, float]:
+        self.check_model(tx)
+        q = np.asarray(qvec, dtype=np.float32)
+        out: dict[str, float] = {}
+        for chunk in chunks(list(ids)):
+            for r in tx.all(f"SELECT record_id, -(vec <#> ?) AS s FROM vectors WHERE "
+                            f"tenant = ? AND layer = ? AND model = ? AND dims = ? AND "
+                            f"record_id IN ({marks(chunk)})",
+                            (q, tenant, table, self.model, self.dims, *chunk)):
+                out[r["record_id"]] = float(r["s"])
+        return out
 
     def invalidate(self) -> None:
         """Nothing is cached in-process beyond the model check."""

@@ -3,6 +3,10 @@
 ``IN (...)`` lists are built from :func:`chunks` of at most :data:`CHUNK` ids (under
 SQLite's default limit of host parameters, and short enough for PostgreSQL's planner),
 with :func:`marks` placeholders; ids are always parameters, never interpolated.
+
+A checkpoint version has no id column (its key is scope, task and version); the id its
+vector is stored under is one rule, written twice side by side: :func:`checkpoint_vector_id`
+for the writer and :func:`checkpoint_vector_id_sql` for the delete triggers and the doctor.
 """
 
 from __future__ import annotations
@@ -47,4 +51,19 @@ def prefix_param(prefix: str) -> str:
     return f"{_escaped(prefix)}%"
 
 
-__all__ = ["CHUNK", "chunks", "contains_sql", "like_param", "marks", "prefix_param"]
+def checkpoint_vector_id(scope_key: str, task: str, version: int) -> str:
+    """The record id a checkpoint version's vector is stored under: unambiguous for any
+    task name and scope (the task's length is spelled out before it)."""
+    return f"checkpoint:{version}:{len(task)}:{task}:{scope_key}"
+
+
+def checkpoint_vector_id_sql(alias: str) -> str:
+    """:func:`checkpoint_vector_id` of the checkpoints row ``alias`` (``old``, ``c``), in
+    SQL both engines read alike."""
+    a = alias
+    return (f"('checkpoint:' || {a}.version || ':' || length({a}.task) || ':' || {a}.task "
+            f"|| ':' || {a}.scope_key)")
+
+
+__all__ = ["CHUNK", "checkpoint_vector_id", "checkpoint_vector_id_sql", "chunks",
+           "contains_sql", "like_param", "marks", "prefix_param"]

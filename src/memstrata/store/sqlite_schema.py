@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from ..errors import BackendError
 from .migrations import Migrations
+from .sql import checkpoint_vector_id_sql
 from .sqlite_driver import sqlite3
 
 Migration = Callable[[sqlite3.Connection], None]
@@ -262,6 +263,16 @@ def m007_vector_files(conn: sqlite3.Connection) -> None:
                  "WHEN old.layer = 'episodes' BEGIN "
                  "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) "
                  "WHERE key = 'vector_generation'; END")
+
+
+@migration
+def m008_checkpoint_vectors(conn: sqlite3.Connection) -> None:
+    """Checkpoint versions have vectors (the handoffs are ranked like facts): a deleted
+    version takes its vector with it (no other index holds them: they are scored in the
+    table, never in the vector files)."""
+    conn.execute("CREATE TRIGGER checkpoints_deindex AFTER DELETE ON checkpoints BEGIN "
+                 "DELETE FROM vectors WHERE tenant = old.tenant AND layer = 'checkpoints' "
+                 f"AND record_id = {checkpoint_vector_id_sql('old')}; END")
 
 
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:

@@ -24,6 +24,8 @@ Contract (:class:`memstrata.store.base.VectorIndex`):
   low-dimensional projection scan then an exact re-rank of ``RERANK`` candidates.
 - Facts are scored in the table: the filter runs in SQL and picks ids and vector rowids
   from the indexes; the vectors themselves are read once per process and kept by rowid.
+  Checkpoint versions are scored in the table too (``record_scores``: the few a ranking
+  selected, read each time).
 """
 
 from __future__ import annotations
@@ -157,7 +159,7 @@ class SQLiteVectorIndex:
 
     # -- writes -----------------------------------------------------------
     def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
-        if table not in ("facts", "episodes"):
+        if table not in ("facts", "episodes", "checkpoints"):
             raise ValueError(table)
         self.check_model(tx)
         mat = np.asarray(vectors, dtype=np.float32)
@@ -434,6 +436,18 @@ class SQLiteVectorIndex:
         scores = mat @ np.asarray(qvec, dtype=np.float32)
         order = np.argsort(-scores)[:limit]
         return [(rows[int(i)]["id"], float(scores[int(i)])) for i in order]
+
+    def record_scores(self, tx: Tx, tenant: str, table: str, ids: Sequence[str],
+                      qvec: np.ndarray) -> dict[str, float]:
+        self.check_model(tx)
+        q = np.asarray(qvec, dtype=np.float32)
+        out: dict[str, float] = {}
+        for chunk in chunks(list(ids)):
+            for r in tx.all(f"SELECT record_id, vec FROM vectors WHERE tenant = ? AND "
+                            f"layer = ? AND record_id IN ({marks(chunk)})",
+                            (tenant, table, *chunk)):
+                out[r["record_id"]] = float(np.frombuffer(r["vec"], np.float32) @ q)
+        return out
 
     def invalidate(self) -> None:
         with self._lock:
