@@ -7,7 +7,8 @@ explicit proposer of extraction reads an agent's ``propose_memory`` calls with
 module depends on the records only, so every one of those can import it.
 
 Rules: unknown arguments are refused (``extra="forbid"``), so a model cannot name
-another user's records; a ``null`` for an optional argument means "use the default".
+another user's records; a ``null`` for an optional argument means "use the default"; a
+whole number is never given as ``true``/``false``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ class ToolArgs(BaseModel):
     @classmethod
     def _null_is_default(cls, data: Any) -> Any:
         if isinstance(data, dict):
+            for k, v in data.items():
+                # true/false is no number (JSON's lax reading would take true as 1), as in
+                # the Python API
+                if isinstance(v, bool) and k in cls.model_fields and \
+                        cls.model_fields[k].annotation in (int, int | None):
+                    raise ValueError(f"{k} must be a whole number, not {str(v).lower()}")
             return {k: v for k, v in data.items()
                     if not (v is None and k in cls.model_fields
                             and not cls.model_fields[k].is_required())}

@@ -128,8 +128,12 @@ def test_semantic_search_ranks_with_the_gate_on_one_scale(vmem: Memory) -> None:
     assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
     assert [i.key for i in found if i.score is None] == ["d"]  # unindexed: listed, unscored
     assert all(i.namespace[0] == "alice" for i in found)
-    work = store.search(("alice",), query="continuous integration", filter={"kind": "work"})
+    work = store.search(("alice",), query="the build pipeline", filter={"kind": "work"})
     assert [i.key for i in work] == ["b"]
+    # an item with no evidence, in words or meaning, is left out (its place in the vector
+    # list is none): only the unindexed item is listed
+    assert [i.key for i in store.search(("alice",), query="zebra quantum chromodynamics",
+                                        limit=10)] == ["d"]
     assert [i.key for i in store.search(("alice",), query="seats", limit=1, offset=1)] != [
         i.key for i in store.search(("alice",), query="seats", limit=1)]
 

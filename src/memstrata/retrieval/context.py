@@ -66,8 +66,16 @@ def _hit_line(h: Hit, scope: Scope) -> str:
 
 
 def checkpoint_text(cp: Checkpoint) -> str:
-    lines = [f"## Current task: {cp.task} (checkpoint v{cp.version}, "
-             f"updated {cp.updated_at.isoformat(timespec='minutes') if cp.updated_at else '?'})"]
+    """A checkpoint as people and models read it. A closed task says so first, with its
+    outcome (an abandoned task must not read like the work in hand), and its next action
+    is the one it had when it closed."""
+    when = cp.updated_at.isoformat(timespec='minutes') if cp.updated_at else '?'
+    closed = cp.status == "closed"
+    if closed:
+        lines = [f"## Closed task: {cp.task} (checkpoint v{cp.version}, closed {when}; "
+                 f"outcome: {cp.outcome or 'none given'})"]
+    else:
+        lines = [f"## Current task: {cp.task} (checkpoint v{cp.version}, updated {when})"]
     if cp.objective:
         lines.append(f"Objective: {cp.objective}")
     for label, items in (("Constraints", cp.constraints), ("Plan", cp.plan),
@@ -78,7 +86,8 @@ def checkpoint_text(cp: Checkpoint) -> str:
             lines.append(f"{label}:")
             lines += [f"- {x}" for x in items]
     if cp.next_action:
-        lines.append(f"Next action: {cp.next_action}")
+        lines.append(f"{'Next action when it closed' if closed else 'Next action'}: "
+                     f"{cp.next_action}")
     if cp.notes:
         lines.append(f"Notes: {cp.notes}")
     return "\n".join(lines)

@@ -121,19 +121,23 @@ def semantic(cos: float) -> float:
 
 def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) -> dict[str, float]:
     """Hybrid relevance on 0..1: normalised BM25, query coverage, semantic similarity, and
-    reciprocal-rank fusion of the two lists (k=60)."""
+    reciprocal-rank fusion of the two lists (k=60). A record with no evidence at all (no
+    word of the query, a cosine where :func:`semantic` gives 0) is left out: its place in
+    the vector list alone is no relevance."""
     top = max(lex.values(), default=0.0) or 1.0
     lex_rank = {rid: i for i, rid in enumerate(sorted(lex, key=lambda r: -lex[r]))}
     vec_rank = {rid: i for i, rid in enumerate(sorted(vec, key=lambda r: -vec[r]))}
     out: dict[str, float] = {}
     for rid in set(lex) | set(vec) | set(cov):
         lexical = 0.5 * cov.get(rid, 0.0) + 0.5 * lex.get(rid, 0.0) / top
+        sem = semantic(vec.get(rid, 0.0))
+        if lexical <= 0.0 and sem <= 0.0:
+            continue
         if not vec:
             out[rid] = lexical
             continue
         rrf = sum(1.0 / (60 + ranks[rid]) for ranks in (lex_rank, vec_rank) if rid in ranks)
-        out[rid] = (0.45 * semantic(vec.get(rid, 0.0)) + 0.35 * lexical
-                    + 0.2 * rrf / (2.0 / 60))
+        out[rid] = 0.45 * sem + 0.35 * lexical + 0.2 * rrf / (2.0 / 60)
     return out
 
 
@@ -259,7 +263,10 @@ def _rank_handoffs(checkpoints: Checkpoints, tx: Any, req: RankRequest,
     """Earlier checkpoint versions and closed tasks within the request's dates, ranked
     like facts (:func:`fuse`): their words (the query's words each version holds, weighted
     by how rare they are among the handoffs searched, and their share) and, with an
-    embedder, their vectors' cosines."""
+    embedder, their vectors' cosines; a version with no evidence is left out. A version a
+    later one replaced is not marked down as a superseded record is (to 0.4, under most
+    floors on meaning alone): every handoff is past state, and these versions are what the
+    layer is asked for; its status says so."""
     found: dict[str, tuple[Checkpoint, str, datetime, str]] = {}
     for cp, status in checkpoints.handoffs_in(tx, req.scope):
         when = cp.updated_at or req.now
@@ -282,8 +289,6 @@ def _rank_handoffs(checkpoints: Checkpoints, tx: Any, req: RankRequest,
             tx, req.scope.tenant, checkpoints.table, list(by_id), qvec).items()}
     out: list[Hit] = []
     for ref, rel in fuse(lex, vec, cov).items():
-        if rel <= 0:
-            continue
         cp, status, when, text = found[ref]
         age = (req.now - when).total_seconds() / 86400
         score = adjust_raw(rel, actor="system", specificity=cp.scope.specificity(),
