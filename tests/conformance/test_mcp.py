@@ -279,11 +279,19 @@ def test_resources_and_the_session_start_prompt(mem: Memory) -> None:
             assert "Alice prefers async standups" in working.contents[0].text
             task = await client.read_resource("memstrata://task/release-v17")
             assert "collect merged PRs" in task.contents[0].text
+            assert task.contents[0].text.startswith("## Current task: release-v17")
             prompts = await client.list_prompts()
             assert [p.name for p in prompts.prompts] == ["session_start"]
             got = await client.get_prompt("session_start", {})
             text = got.messages[0].content.text
             assert "get_durable_records" in text and "Ship v17 notes" in text
+            # a closed task never reads as the work in hand: it says so, with its outcome
+            mem.checkpoints.close(ALICE, "release-v17", outcome="abandoned: v17 was skipped")
+            closed = (await client.read_resource("memstrata://task/release-v17")).contents[0]
+            assert closed.text.startswith("## Closed task: release-v17") and \
+                "outcome: abandoned: v17 was skipped" in closed.text
+            assert "Current task" not in closed.text and \
+                "Next action when it closed: collect merged PRs" in closed.text
 
     asyncio.run(main())
     server.memstrata_tools.close()  # type: ignore[attr-defined]

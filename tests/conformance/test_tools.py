@@ -75,6 +75,18 @@ def test_schemas_accept_valid_calls_and_refuse_extra_arguments() -> None:
     assert "tier" not in schemas["propose_memory"]["properties"]
 
 
+def test_a_whole_number_is_never_true_or_false(mem: Memory, alice: Scope) -> None:
+    """JSON's lax reading takes true as 1; the tools refuse it, as the Python API does."""
+    mem.episodes.append(alice, text="deploy failed", source="ci:1", actor="tool")
+    with ToolDispatcher(mem, alice) as tools:
+        for name, args in (("search_history", {"query": "deploy", "k": True}),
+                           ("recall", {"query": "deploy", "k": False}),
+                           ("recall", {"query": "deploy", "budget_tokens": True})):
+            got = tools.dispatch(name, args)
+            assert got["type"] == "ValidationError" and "whole number" in got["error"], got
+        assert len(tools.dispatch("search_history", {"query": "deploy", "k": 1})["hits"]) == 1
+
+
 def test_a_session_through_the_dispatcher(mem: Memory, alice: Scope) -> None:
     mem.facts.propose(alice, claim="Alice leads the docs team", kind="profile",
                       subject="alice", attribute="role", actor="user", source="chat:1",
