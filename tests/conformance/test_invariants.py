@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from backends import StoreProbe
-from memstrata import Conflict, Memory, Scope, ValidationError
+from memstrata import ConfigError, Conflict, ManualClock, Memory, Scope, ValidationError
 
 
 def test_episodes_are_append_only(mem: Memory, alice: Scope) -> None:
@@ -86,3 +86,27 @@ def test_doctor_finds_a_broken_index(mem: Memory, alice: Scope) -> None:
         tx.execute("DELETE FROM episodes_fts")
     problems = mem.doctor()
     assert any("missing from episodes_fts" in p for p in problems)
+
+
+def test_a_process_refuses_vectors_once_another_re_embedded_the_store(
+        store_url: str, scratch_url: str | None, clock: ManualClock, alice: Scope) -> None:
+    """One vector space per store: a process that began with one model and finds the store
+    re-embedded with another (by another process) refuses to search or write vectors,
+    rather than mixing them or answering from nothing."""
+    from backends import open_store
+    from memstrata.providers.embeddings import HashingEmbedder
+
+    old = open_store(store_url, scratch_url, clock, HashingEmbedder(dims=64))
+    old.episodes.append(alice, text="the nightly backup finished", source="ci", actor="tool")
+    assert old.recall(alice, "nightly backup", layers=["episodes"]).items
+    new = open_store(store_url, scratch_url, clock, HashingEmbedder(dims=32))
+    assert new.reindex() == 1
+    new.close()
+    with pytest.raises(ConfigError, match="reindex"):
+        old.recall(alice, "nightly backup", layers=["episodes"])
+    with pytest.raises(ConfigError, match="reindex"):
+        old.episodes.append(alice, text="the nightly backup failed", source="ci", actor="tool")
+    old.close()
+    again = open_store(store_url, scratch_url, clock, HashingEmbedder(dims=32))
+    assert again.doctor() == [] and len(again.episodes.log(alice)) == 1
+    again.close()

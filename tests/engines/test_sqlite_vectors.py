@@ -6,6 +6,7 @@ when they do not match the store. (PostgreSQL's HNSW counterparts are in
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -254,3 +255,131 @@ def test_the_sampled_selection_finds_the_same_largest_values_as_a_full_partition
         want = np.argpartition(values, n - count)[n - count:]
         assert np.array_equal(np.sort(values[got]), np.sort(values[want])), name
     assert np.array_equal(np.sort(largest(cases["random"][:50], 100)), np.arange(50))
+
+
+def _needle_store(db: Path, clock: ManualClock) -> tuple[Memory, str, bytes]:
+    """A store with files and one episode to find (its id and vector returned)."""
+    mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+    mem.episodes.append_many(_texts(30))
+    needle = mem.episodes.append(ALICE, text="the vault code for project Albatross is 7-7-3",
+                                 actor="user", source="chat:z/1")
+    assert needle.ref in mem.recall(ALICE, "Albatross vault code", layers=["episodes"]).refs
+    mem.close()
+    vec = _stored_vector(db, needle.id)
+    assert vec in b"".join(p.read_bytes() for p in _vector_files(db))
+    return mem, needle.ref, vec
+
+
+@pytest.mark.parametrize("how", ["forget", "sweep"])
+def test_a_process_without_an_embedder_still_scrubs_the_files(
+        tmp_path: Path, clock: ManualClock, small_files: None, how: str) -> None:
+    """The CLI opens the store without an embedder for a forget or a sweep: the deleted
+    vector still leaves the index's own files, not only the table."""
+    db = tmp_path / "p.db"
+    _, ref, vec = _needle_store(db, clock)
+    if how == "sweep":
+        mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+        short = mem.episodes.append(ALICE, text="the door code for the Albatross lab is 4-4-1",
+                                    actor="user", source="chat:z/2",
+                                    expires_at=clock.now() + timedelta(days=1))
+        mem.close()
+        ref, vec = short.ref, _stored_vector(db, short.id)
+        clock.advance(days=2)
+    plain = Memory.open(f"sqlite:///{db}", clock=clock, embedder=None)
+    if how == "forget":
+        report = plain.forget(ALICE, record_ids=[ref])
+        assert report.counts["vectors"] == 1 and report.compacted and not report.notes
+    else:
+        assert plain.sweep()["episodes"] == 1
+    blob = b"".join(p.read_bytes() for p in _vector_files(db))
+    assert vec not in blob and ref.removeprefix("episode:").encode() not in blob
+    assert plain.doctor() == []
+    plain.close()
+
+
+def test_a_forget_that_cannot_write_the_files_says_so(tmp_path: Path, clock: ManualClock,
+                                                      small_files: None) -> None:
+    """The files cannot be written (here their lock is a folder, which stops root too): the
+    forget commits in the database and its report says the files still hold the vector."""
+    db = tmp_path / "r.db"
+    _, ref, vec = _needle_store(db, clock)
+    (lock,) = db.with_name(db.name + "-vectors").glob("*.lock")
+    lock.unlink()
+    lock.mkdir()
+    mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+    report = mem.forget(ALICE, record_ids=[ref])
+    assert report.counts["episodes"] == 1 and not report.compacted
+    assert any("vector files" in n and "could not be updated" in n for n in report.notes)
+    assert ref not in mem.recall(ALICE, "Albatross vault code", layers=["episodes"]).refs
+    mem.close()
+    assert vec in b"".join(p.read_bytes() for p in _vector_files(db))  # as the note says
+    lock.rmdir()
+    again = Memory.open(f"sqlite:///{db}", clock=clock, embedder=None)
+    assert any("alive in the files but gone from the table" in p for p in again.doctor())
+    again.close()
+
+
+def test_broken_or_restored_files_are_rebuilt_and_doctor_sees_what_it_cannot_fix(
+        tmp_path: Path, clock: ManualClock, small_files: None) -> None:
+    import json
+    import shutil
+
+    db = tmp_path / "b.db"
+    _, ref, _ = _needle_store(db, clock)
+    folder = db.with_name(db.name + "-vectors")
+    (head,) = folder.glob("*.json")
+    (vec_file,) = folder.glob("*.vec")
+    for damage in ("truncate", "header"):
+        if damage == "truncate":  # a file shorter than its header says: never zero-filled
+            with vec_file.open("r+b") as f:
+                f.truncate(vec_file.stat().st_size // 2)
+        else:  # a header missing a field: no header
+            h = json.loads(head.read_text())
+            del h["n"]
+            head.write_text(json.dumps(h))
+        mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+        assert mem.recall(ALICE, "Albatross vault code", layers=["episodes"]).refs[:1] == [ref]
+        mem.close()
+        assert Memory.open(f"sqlite:///{db}", clock=clock, embedder=None).doctor() == []
+    # the database restored from a backup behind the files: rebuilt, so a later forget
+    # scrubs (before, the files' delete counter was ahead and nothing was scrubbed)
+    shutil.copy(db, tmp_path / "backup.db")
+    mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+    first = mem.episodes.log(ALICE, limit=1)[0]
+    mem.forget(ALICE, record_ids=[first.ref])
+    mem.close()
+    shutil.copy(tmp_path / "backup.db", db)
+    for suffix in ("-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+    assert first.ref in mem.recall(ALICE, first.text, layers=["episodes"], k=40).refs
+    vec = _stored_vector(db, ref.removeprefix("episode:"))
+    mem.forget(ALICE, record_ids=[ref])
+    mem.close()
+    assert vec not in b"".join(p.read_bytes() for p in _vector_files(db))
+    # what no rebuild can see by itself, doctor does: vectors garbled in place
+    with vec_file.open("r+b") as f:
+        f.write(b"\x01" * 4096)
+    problems = Memory.open(f"sqlite:///{db}", clock=clock, embedder=None).doctor()
+    assert any("vectors sampled differ from the table" in p and "reindex" in p
+               for p in problems)
+
+
+def test_a_process_refuses_vectors_once_another_re_embedded_the_store(
+        tmp_path: Path, clock: ManualClock) -> None:
+    db = tmp_path / "m.db"
+    old = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+    old.episodes.append_many(_texts(10))
+    assert old.recall(ALICE, "nightly backup", layers=["episodes"]).items
+    new = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=32))
+    new.reindex()
+    new.close()
+    with pytest.raises(ConfigError, match="reindex"):
+        old.recall(ALICE, "nightly backup", layers=["episodes"])
+    with pytest.raises(ConfigError, match="reindex"):
+        old.episodes.append(ALICE, text="the nightly backup failed", actor="user",
+                            source="chat:late")
+    old.close()
+    again = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=32))
+    assert again.doctor() == [] and len(again.episodes.log(ALICE, limit=100)) == 10
+    again.close()

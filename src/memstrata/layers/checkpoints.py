@@ -261,6 +261,9 @@ class Checkpoints:
     @staticmethod
     def vector_id(cp: Checkpoint) -> str:
         """The record id this version's vector is stored under."""
+        if not isinstance(cp, Checkpoint):
+            raise ValidationError(f"vector_id takes a Checkpoint, not {type(cp).__name__}",
+                                  hint="pass a version from current(), versions() or get()")
         return checkpoint_vector_id(cp.scope.key, cp.task, cp.version)
 
     def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:

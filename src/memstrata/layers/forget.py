@@ -117,13 +117,14 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
             compacted = False
             notes.append(f"forgotten, but compaction failed ({exc}); the next compaction "
                          "(a later forget, or a sweep that deletes) rewrites the files")
-        if layers.vectors is not None:
-            try:  # the index's own files lose the forgotten vectors now
+        try:  # the index's own files lose the forgotten vectors now, embedder or not
+            if layers.vectors is not None:
                 layers.vectors.sync(sel.scope.tenant)
-            except MemstrataError as exc:
-                compacted = False
-                notes.append(f"forgotten, but the vector files were not scrubbed ({exc}); "
-                             "the next search or close of the store scrubs them")
+            db.sync_vectors(sel.scope.tenant)
+        except MemstrataError as exc:
+            compacted = False
+            notes.append(f"forgotten in the database, but the vector files were not "
+                         f"scrubbed: {exc}")
     order = ("facts", "episodes", "checkpoints", "operations", "procedures", "runs",
              "feedback", "scratch", "vectors")
     return ForgetReport(scope=sel.scope, counts={k: counts[k] for k in order}, ids=refs,

@@ -57,13 +57,13 @@ def sweep(db: Database, clock: Clock, facts: Facts, episodes: Episodes,
             logging.getLogger("memstrata").warning(
                 "swept %s, but compaction failed (%s); the next compaction (a later sweep "
                 "that deletes, or a forget) rewrites the files", out, exc)
-        if vectors is not None:
-            try:  # the index's own files lose the deleted episodes' vectors now
+        try:  # the index's own files lose the deleted episodes' vectors now, embedder or not
+            if vectors is not None:
                 vectors.sync()
-            except MemstrataError as exc:
-                logging.getLogger("memstrata").warning(
-                    "swept %s, but the vector files were not scrubbed (%s); the next search "
-                    "or close of the store scrubs them", out, exc)
+            db.sync_vectors()
+        except MemstrataError as exc:
+            logging.getLogger("memstrata").warning(
+                "swept %s, but the vector files were not scrubbed: %s", out, exc)
     return out
 
 

@@ -224,6 +224,14 @@ class Database(Protocol):
         """How many stored vectors (of any model) belong to these records."""
         ...
 
+    def sync_vectors(self, tenant: str | None = None) -> None:
+        """Scrub deleted vectors from the vector index's own files (where the engine keeps
+        any beside the database), whatever model made them and whether or not this
+        process has an embedder: after a forget or a sweep. ``None``: every tenant. A
+        no-op where the database is the index; BackendError when files could not be
+        written."""
+        ...
+
     def compact(self) -> None:
         """After a forget: rewrite indexes and logs so deleted text leaves the files."""
         ...

@@ -6,7 +6,8 @@ Contract (:class:`memstrata.store.base.VectorIndex`; this index never embeds tex
   filter columns (scope, readers, expiry, ``observed_at``; episodes are immutable).
 - The model's ``model:dims`` is recorded per tenant (``meta``); a store opened with
   another embedder refuses vector search and writes with :class:`ConfigError` (hint:
-  ``memstrata reindex``) rather than mixing vector spaces.
+  ``memstrata reindex``) rather than mixing vector spaces, also when another process
+  re-embedded the tenant after this one began (the record is read in each transaction).
 - ``search`` filters by tenant, scope, readers, expiry and dates *in SQL* before the
   top k, so a foreign record never takes a slot. Episodes of an indexed dimension go
   through the partial HNSW index with ``hnsw.iterative_scan = relaxed_order`` (pgvector
@@ -51,7 +52,6 @@ class PgVectorIndex:
     def __init__(self, model: str, dims: int) -> None:
         self.model = model
         self.dims = int(dims)
-        self._checked: set[str] = set()
 
     @property
     def _label(self) -> str:
@@ -59,11 +59,11 @@ class PgVectorIndex:
 
     # -- model identity -------------------------------------------------
     def check_model(self, tx: Tx) -> None:
-        """Record the model for the tenant on first write; refuse a different one."""
+        """Record the model for the tenant on first write; refuse a different one. Read in
+        every transaction that searches or writes (one row by its key): another process
+        may have re-embedded the tenant with another model since."""
         tx = _pg(tx)
         tenant = tx.tenant
-        if tenant in self._checked:
-            return
         row = tx.raw_one("SELECT value FROM meta WHERE tenant = %s AND key = 'embedding_model'",
                          (tenant,))
         if row is None:
@@ -85,8 +85,6 @@ class PgVectorIndex:
                 f"the store's vectors were made by {row['value']}, not {self._label}",
                 hint="run `memstrata reindex` to re-embed, or open with the original embedder",
             )
-        if not tx.writable:  # a row a writing transaction saw (or wrote) may be rolled back
-            self._checked.add(tenant)
 
     # -- writes -----------------------------------------------------------
     def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
@@ -121,7 +119,6 @@ class PgVectorIndex:
         removed = tx.raw_execute("DELETE FROM vectors WHERE tenant = %s", (tenant,))
         tx.raw_execute("DELETE FROM meta WHERE tenant = %s AND key = 'embedding_model'",
                        (tenant,))
-        self._checked.discard(tenant)
         return removed
 
     # -- search -----------------------------------------------------------
@@ -203,8 +200,7 @@ class PgVectorIndex:
         return out
 
     def invalidate(self) -> None:
-        """Nothing is cached in-process beyond the model check."""
-        self._checked.clear()
+        """Nothing is cached in-process."""
 
     def sync(self, tenant: str | None = None) -> None:
         """Nothing to do: pgvector's index lives in the database."""

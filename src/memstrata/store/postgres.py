@@ -507,6 +507,9 @@ class PostgresDatabase:
 
         return PgVectorIndex(model, dims)
 
+    def sync_vectors(self, tenant: str | None = None) -> None:
+        """Nothing to do: the database is the index."""
+
     def vector_count(self, tx: Any, tenant: str, record_ids: Sequence[str]) -> int:
         total = 0
         for chunk in chunks(list(record_ids)):

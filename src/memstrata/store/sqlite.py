@@ -327,12 +327,23 @@ class SQLiteDatabase:
                    (row["rid"], text, context))
 
     # -- vectors --------------------------------------------------------
+    @property
+    def _vector_dir(self) -> Path | None:
+        return None if str(self.path) == ":memory:" else \
+            self.path.with_name(self.path.name + "-vectors")
+
     def vector_index(self, model: str, dims: int) -> SQLiteVectorIndex:
         from .sqlite_vectors import SQLiteVectorIndex  # numpy loads with the first vector
 
-        directory = None if str(self.path) == ":memory:" else \
-            self.path.with_name(self.path.name + "-vectors")
-        return SQLiteVectorIndex(model, dims, db=self, directory=directory)
+        return SQLiteVectorIndex(model, dims, db=self, directory=self._vector_dir)
+
+    def sync_vectors(self, tenant: str | None = None) -> None:
+        directory = self._vector_dir
+        if directory is None or not directory.is_dir():
+            return
+        from .vector_files import sync_files
+
+        sync_files(self, directory, tenant)
 
     def vector_count(self, tx: Any, tenant: str, record_ids: Sequence[str]) -> int:
         total = 0
@@ -376,6 +387,9 @@ class SQLiteDatabase:
                     problems.append(f"{orphans} {t}_fts rows have no {t} row")
                 if missing:
                     problems.append(f"{missing} {t} rows are missing from {t}_fts")
+            from .vector_files import verify_files  # numpy loads only for a check
+
+            problems += verify_files(c, self._vector_dir)
         return problems
 
     def stats(self) -> dict[str, Any]:

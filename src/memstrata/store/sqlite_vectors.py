@@ -6,7 +6,8 @@ Contract (:class:`memstrata.store.base.VectorIndex`):
   vectors too. This index never embeds text.
 - The store records the model name and dims (``meta``); an index for another model
   refuses search and writes (:class:`ConfigError`, hint ``memstrata reindex``) instead of
-  mixing vector spaces.
+  mixing vector spaces, also when another process re-embedded the store after this one
+  began (the record is read in each transaction).
 - Search applies the episode read filter — tenant, scope, readers, expiry, dates — as a
   mask over the segment's rows *before* ranking, so a foreign record never takes a slot.
 - The episodes of each tenant are searched from a :class:`~.vector_segment.Segment`:
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..clock import from_text
-from ..errors import ConfigError
+from ..errors import BackendError, ConfigError
 from ..scoping import load_json_list
 from .base import Tx
 from .sql import chunks, marks
@@ -51,6 +52,7 @@ from .vector_segment import (
     Segment,
     SegmentGone,
     SegmentUnfit,
+    files_on_disk,
     remove_files,
     segment_name,
 )
@@ -128,7 +130,6 @@ class SQLiteVectorIndex:
         self._written: set[str] = set()
         self._store_id: str | None = None
         self._lock = threading.RLock()
-        self._checked = False
 
     @property
     def _label(self) -> str:
@@ -136,9 +137,9 @@ class SQLiteVectorIndex:
 
     # -- model identity -------------------------------------------------
     def check_model(self, tx: Tx) -> None:
-        """Record the model on first use; refuse a different one afterwards."""
-        if self._checked:
-            return
+        """Record the model on first use; refuse a different one afterwards. Read in every
+        transaction that searches or writes (one row by its key): another process may have
+        re-embedded the store with another model since."""
         recorded = self._meta(tx, "embedding_model")
         if recorded is None:
             if tx.one("SELECT 1 AS x FROM vectors LIMIT 1") is None:
@@ -153,9 +154,6 @@ class SQLiteVectorIndex:
                 f"the store's vectors were made by {recorded}, not {self._label}",
                 hint="run `memstrata reindex` to re-embed, or open with the original embedder",
             )
-        # remembered only when read outside a writing transaction (a row it wrote itself
-        # may yet be rolled back)
-        self._checked = not tx.writable
 
     # -- writes -----------------------------------------------------------
     def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
@@ -222,8 +220,11 @@ class SQLiteVectorIndex:
             prefix = self.directory / segment_name(tenant, layer)
             try:
                 seg = Segment.open(self.dims, prefix, store=store, model=self._label)
-                if seg is not None and seg.max_rowid > int(self._meta(tx, "vector_rowid") or 0):
-                    # files ahead of the store (a file restored from a backup): rebuild
+                if seg is not None and (
+                        seg.max_rowid > int(self._meta(tx, "vector_rowid") or 0)
+                        or seg.generation > self._generation(tx)):
+                    # files ahead of the store (files or the database restored from a
+                    # backup): what they hold and what they scrubbed may both be wrong
                     remove_files(prefix)
                     seg = None
                 if seg is None and build and self._count(tx, tenant, layer) >= FILES_ABOVE:
@@ -342,21 +343,30 @@ class SQLiteVectorIndex:
         for t in sorted(tenants):
             with self._db.transaction(t, write=False) as tx:
                 self.check_model(tx)
-                self._current(tx, t, "episodes", build=t in self._written)
+                seg, _ = self._current(tx, t, "episodes", build=t in self._written)
+                if seg is not None and seg.prefix is None and self._has_files(tx, t, "episodes"):
+                    # the files could not be written (the search goes on from memory):
+                    # what they hold was not brought up to date, a forgotten vector included
+                    raise BackendError(
+                        f"the vector files in {self.directory} could not be updated",
+                        hint="make the folder writable (or free space), or delete it: it is "
+                             "a cache the next search rebuilds from the database")
         self._written -= tenants
 
+    def _has_files(self, tx: Tx, tenant: str, layer: str) -> bool:
+        """Whether files of this store and model hold the segment (a header says so)."""
+        if self.directory is None:
+            return False
+        head = self.directory / (segment_name(tenant, layer) + ".json")
+        try:
+            got = json.loads(head.read_text())
+        except (OSError, ValueError):
+            return False
+        return isinstance(got, dict) and got.get("store") == self._store(tx) and \
+            got.get("model") == self._label
+
     def _tenants_on_disk(self) -> set[str]:
-        if self.directory is None or not self.directory.is_dir():
-            return set()
-        out = set()
-        for head in self.directory.glob("*.json"):
-            try:
-                tenant = json.loads(head.read_text()).get("tenant")
-            except (OSError, ValueError):
-                continue
-            if isinstance(tenant, str):
-                out.add(tenant)
-        return out
+        return {t for t, label in files_on_disk(self.directory) if label == self._label}
 
     def search(self, tx: Tx, scope: Scope, principal: str | None, qvec: np.ndarray, k: int, *,
                now: datetime, since: datetime | None = None,
@@ -454,7 +464,5 @@ class SQLiteVectorIndex:
             self._segments.clear()
             self._fact_vectors.clear()
             self._store_id = None
-            self._checked = False
-
 
 __all__ = ["SQLiteVectorIndex"]

@@ -11,7 +11,10 @@ Contract:
   record's vector is removed from the files as well as from the database.
 - The database stays the truth; these files are a cache of it. :meth:`Segment.open`
   returns ``None`` for files that do not match the store (another store's id, another
-  model or dims, a broken header) and the caller rebuilds them from the database.
+  model or dims, a broken header, a file shorter than its header says) and the caller
+  rebuilds them from the database; files found broken later raise :class:`SegmentBroken`,
+  which the caller treats as removed ones. Growing a file reserves its space on disk, so
+  a full disk is an ``OSError`` (the caller searches from memory), not a SIGBUS.
 - File layout, for the path prefix ``P``: ``P.vec`` (float32, capacity x dims), ``P.rows``
   (the structured :data:`ROW` array), ``P.low`` (float32, capacity x ``PROJECT_DIMS``),
   ``P.proj.npy`` (the projection), ``P.codes`` and ``P.readers`` (JSON lines, appended) and
@@ -48,6 +51,8 @@ PROJECT_ABOVE = 10_000
 PROJECT_DIMS = 64
 NONE_CODE = 0  # code of "field not set" in the scope-code columns
 FORMAT = 1
+#: The header's counts: whole numbers, none negative (the generation of new files is -1).
+_COUNTS = ("n", "cap", "max_rowid", "generation", "low_n", "codes_bytes", "readers_bytes")
 ROW = np.dtype([("rowid", "<i8"), ("id", "S32"), ("user", "<i4"), ("project", "<i4"),
                 ("agent", "<i4"), ("expires", "<f8"), ("observed", "<f8"), ("alive", "u1")])
 
@@ -58,6 +63,11 @@ class SegmentUnfit(Exception):
 
 class SegmentGone(Exception):
     """The segment's files were removed (a reindex in another process): rebuild them."""
+
+
+class SegmentBroken(SegmentGone):
+    """The files disagree with their header (a truncated or garbled file, a header missing
+    a field): rebuild them from the database, like removed ones."""
 
 
 @dataclass(frozen=True)
@@ -121,8 +131,12 @@ class Segment:
             head = seg._read_header()
             if seg._belongs(head):
                 assert head is not None
-                seg._adopt(head)  # another process made them first: use its files
-                return seg
+                try:
+                    seg._adopt(head)  # another process made them first: use its files
+                    return seg
+                except (SegmentBroken, FileNotFoundError):
+                    seg = cls(dims, prefix, store=store, model=model, tenant=tenant,
+                              layer=layer)  # broken: made anew below
             for suffix in (".vec", ".rows", ".low", ".codes", ".readers", ".proj.npy"):
                 with contextlib.suppress(FileNotFoundError):
                     seg._path(suffix).unlink()
@@ -142,7 +156,7 @@ class Segment:
         assert head is not None
         try:
             seg._adopt(head)
-        except (OSError, ValueError):
+        except (OSError, SegmentBroken):
             return None
         return seg
 
@@ -153,11 +167,16 @@ class Segment:
             head.get("dims") == self.dims
 
     def _read_header(self) -> dict[str, Any] | None:
+        """The header, or None when it is missing or lacks a field (garbled: no header)."""
         try:
             head = json.loads(self._path(".json").read_text())
         except (OSError, ValueError):
             return None
-        return head if isinstance(head, dict) else None
+        if not isinstance(head, dict) or not isinstance(head.get("epoch"), str) or any(
+                type(head.get(k)) is not int or head[k] < (-1 if k == "generation" else 0)
+                for k in _COUNTS):
+            return None
+        return head
 
     def _write_header(self) -> None:
         head = {"format": FORMAT, "store": self.store, "model": self.model, "dims": self.dims,
@@ -169,13 +188,19 @@ class Segment:
         tmp.write_text(json.dumps(head))
         os.replace(tmp, self._path(".json"))
 
-    def _map(self, cap: int) -> None:
-        """Map the data files at capacity ``cap`` (grown on disk if smaller)."""
+    def _map(self, cap: int, *, grow: bool = True) -> None:
+        """Map the data files at capacity ``cap``: grown on disk if smaller when ``grow``
+        (the space is allocated, so a full disk is an OSError here, never a SIGBUS at a
+        write through the mapping), else SegmentBroken (a header's files are never short)."""
         for suffix, width in ((".vec", self.dims * 4), (".rows", ROW.itemsize),
                               (".low", PROJECT_DIMS * 4)):
             path = self._path(suffix)
-            if path.stat().st_size < cap * width:
-                os.truncate(path, cap * width)
+            size = path.stat().st_size
+            if size < cap * width:
+                if not grow:
+                    raise SegmentBroken(f"{path.name} holds {size} bytes, its header "
+                                        f"{cap * width}")
+                _allocate(path, size, cap * width)
         self.cap = cap
         if cap == 0:
             self._maps = ()
@@ -190,7 +215,17 @@ class Segment:
         self.vec, self.rows, self.low = (m.view(np.ndarray) for m in self._maps)
 
     def _adopt(self, head: dict[str, Any]) -> None:
-        """Take what another writer (or an earlier process) put in the files."""
+        """Take what another writer (or an earlier process) put in the files (SegmentBroken
+        when they disagree with the header)."""
+        try:
+            self._take(head)
+        except (KeyError, TypeError, ValueError) as exc:  # a garbled header or line file
+            raise SegmentBroken(f"{self.prefix}: {exc}") from exc
+
+    def _take(self, head: dict[str, Any]) -> None:
+        for suffix, key in ((".codes", "codes_bytes"), (".readers", "readers_bytes")):
+            if self._path(suffix).stat().st_size < int(head[key]):
+                raise SegmentBroken(f"{self._path(suffix).name} is shorter than its header")
         if head.get("epoch") != self.epoch:  # new files: start from their beginning
             self.epoch = str(head["epoch"])
             self.tenant, self.layer = str(head.get("tenant", "")), str(head.get("layer", ""))
@@ -204,7 +239,7 @@ class Segment:
             self._masks.clear()
             self._min_expiry = (-1, math.inf)
         if int(head["cap"]) != self.cap:
-            self._map(int(head["cap"]))
+            self._map(int(head["cap"]), grow=False)
         with self._path(".codes").open("rb") as f:
             f.seek(self._codes_bytes)
             for line in f.read(int(head["codes_bytes"]) - self._codes_bytes).splitlines():
@@ -416,6 +451,17 @@ class Segment:
         return [b.decode() for b in self.rows["id"][slots].tolist()]
 
 
+def _allocate(path: Path, size: int, want: int) -> None:
+    """Grow ``path`` from ``size`` to ``want`` bytes with the space reserved on disk
+    (``posix_fallocate``; a plain resize where the platform has none)."""
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:
+        os.truncate(path, want)
+        return
+    with path.open("r+b") as f:
+        fallocate(f.fileno(), size, want - size)
+
+
 def _append_lines(path: Path, at: int, lines: list[str]) -> int:
     """Write JSON lines at byte ``at`` (what a crashed writer left past the header's count is
     cut off first); returns the bytes written."""
@@ -428,6 +474,22 @@ def _append_lines(path: Path, at: int, lines: list[str]) -> int:
         f.flush()
         os.fsync(f.fileno())
     return len(data)
+
+
+def files_on_disk(directory: Path | None) -> set[tuple[str, str]]:
+    """(tenant, ``model:dims``) of the segment files in ``directory``, by their headers."""
+    if directory is None or not directory.is_dir():
+        return set()
+    out = set()
+    for head in directory.glob("*.json"):
+        try:
+            got = json.loads(head.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(got, dict) and isinstance(got.get("tenant"), str) and \
+                isinstance(got.get("model"), str):
+            out.add((got["tenant"], got["model"]))
+    return out
 
 
 def segment_name(tenant: str, layer: str) -> str:
@@ -446,4 +508,5 @@ def remove_files(prefix: Path) -> None:
 
 
 __all__ = ["NONE_CODE", "PROJECT_ABOVE", "PROJECT_DIMS", "ROW", "NewRow", "Segment",
-           "SegmentGone", "SegmentUnfit", "remove_files", "segment_name"]
+           "SegmentBroken", "SegmentGone", "SegmentUnfit", "files_on_disk", "remove_files",
+           "segment_name"]

@@ -1,0 +1,121 @@
+"""The vector files of a SQLite store as a whole (``<store>-vectors/``), beside the index
+that searches them (:mod:`memstrata.store.sqlite_vectors`).
+
+Contract:
+- :func:`sync_files` scrubs deleted vectors from the files whatever model made them, for
+  a process without an embedder (a forget, a sweep through the CLI): the files of the model
+  the store records are brought up to date; left-over files of another model are removed.
+  BackendError when files could not be written.
+- :func:`verify_files` (``memstrata doctor``) only reads: every vector in the table is of
+  the recorded model, and each segment's files agree with the table up to the highest
+  rowid they hold: the same live rows, the same ids, the same vectors (a sample, byte for
+  byte). What it finds comes with what to do: the files are a cache, rebuilt from the
+  database when the folder is deleted (or by ``memstrata reindex``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .sqlite_vectors import SQLiteVectorIndex
+from .vector_segment import Segment, files_on_disk, remove_files, segment_name
+
+if TYPE_CHECKING:
+    from .base import Database
+
+#: Vectors a check compares byte for byte with the table, per segment.
+SAMPLE = 256
+
+
+def sync_files(db: Database, directory: Path | None, tenant: str | None = None) -> None:
+    """Scrub deleted vectors from the files of ``tenant`` (None: every tenant) whatever
+    model made them, for a store opened without an embedder (a forget, a sweep): the
+    files of the model the store records are brought up to date; files of another model
+    (left over) are removed. BackendError when files could not be written."""
+    recorded: str | None = None
+    for t, label in sorted(files_on_disk(directory)):
+        if tenant is not None and t != tenant:
+            continue
+        if recorded is None:
+            with db.transaction(t, write=False) as tx:
+                row = tx.one("SELECT value FROM meta WHERE key = 'embedding_model'")
+            recorded = str(row["value"]) if row else ""
+        model, _, dims = label.rpartition(":")
+        if label != recorded or not dims.isdigit():
+            assert directory is not None
+            for layer in ("episodes", "facts"):
+                remove_files(directory / segment_name(t, layer))
+            continue
+        SQLiteVectorIndex(model, int(dims), db=db, directory=directory).sync(t)
+
+
+def verify_files(conn: sqlite3.Connection, directory: Path | None) -> list[str]:
+    """What is wrong between the table and the vector files (empty: nothing)."""
+    def meta(key: str) -> str:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else ""
+
+    problems: list[str] = []
+    recorded = meta("embedding_model")
+    for label, n in conn.execute("SELECT model || ':' || dims, count(*) FROM vectors "
+                                 "GROUP BY model, dims ORDER BY 1"):
+        if label != recorded:
+            problems.append(f"{n} vectors were made by {label}, but the store records "
+                            f"{recorded or 'no model'}: run `memstrata reindex`")
+    store = meta("store_id")
+    fix = (f"delete {directory} (a cache: the next search rebuilds it from the database) "
+           "or run `memstrata reindex`")
+    for tenant, label in sorted(files_on_disk(directory)):
+        assert directory is not None
+        prefix = directory / segment_name(tenant, "episodes")  # the one layer with files
+        if not prefix.with_name(prefix.name + ".json").exists():
+            continue
+        _, _, dims = label.rpartition(":")
+        if label != recorded or not dims.isdigit():
+            problems.append(f"vector files {prefix.name} hold vectors of {label}, not of "
+                            f"the store's {recorded or 'no model'}: {fix}")
+            continue
+        seg = Segment.open(int(dims), prefix, store=store, model=label)
+        if seg is None:
+            continue  # another store's files or a broken header: never read, rebuilt
+        problems += [f"vector files {prefix.name}: {p}: {fix}"
+                     for p in _compare(conn, seg, tenant, "episodes")]
+    return problems
+
+
+def _compare(conn: sqlite3.Connection, seg: Segment, tenant: str, layer: str) -> list[str]:
+    rows = seg.rows[: seg.n]
+    alive = rows["alive"] == 1
+    held = dict(zip(rows["rowid"][alive].tolist(), np.flatnonzero(alive).tolist(), strict=True))
+    table = {int(r[0]): str(r[1]) for r in conn.execute(
+        "SELECT rowid, record_id FROM vectors WHERE tenant = ? AND layer = ? AND rowid <= ?",
+        (tenant, layer, seg.max_rowid))}
+    out = []
+    missing = len(table.keys() - held.keys())
+    if missing:
+        out.append(f"{missing} vectors of the table are missing from the files")
+    extra = len(held.keys() - table.keys())
+    if extra:
+        out.append(f"{extra} vectors are alive in the files but gone from the table "
+                   "(forgotten or expired records)")
+    both = sorted(held.keys() & table.keys())
+    ids: list[bytes] = rows["id"].tolist()
+    wrong_ids = sum(ids[held[r]].decode(errors="replace") != table[r] for r in both)
+    if wrong_ids:
+        out.append(f"{wrong_ids} rows of the files name another record than the table")
+    sample = both[:: max(1, len(both) // SAMPLE)][:SAMPLE]
+    differ = 0
+    for rowid in sample:
+        got = conn.execute("SELECT vec FROM vectors WHERE rowid = ?", (rowid,)).fetchone()
+        if got is None or seg.vec[held[rowid]].tobytes() != bytes(got[0]):
+            differ += 1
+    if differ:
+        out.append(f"{differ} of {len(sample)} vectors sampled differ from the table")
+    return out
+
+
+__all__ = ["SAMPLE", "sync_files", "verify_files"]
