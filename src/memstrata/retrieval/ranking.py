@@ -14,7 +14,6 @@ The evaluation harness swaps rankers through the same seam.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import threading
@@ -29,17 +28,24 @@ from ..layers.checkpoints import Checkpoints
 from ..layers.episodes import Episodes, excerpt, row_hit
 from ..layers.facts import Facts
 from ..layers.indexing import RecordIndex
-from ..models import Checkpoint, Fact, Hit, Scope
+from ..models import Fact, Hit, Scope
 from ..scoping import principal_of
 from ..store.base import Database, Row
 from ..store.lexical import AllCommon, terms
 from ..store.sql import marks
 from ..tokens import count_tokens
 from .decisions import DecisionRule
+from .handoffs import rank_handoffs
+from .scoring import (
+    AUTHORITY,
+    adjust_raw,
+    coverage,
+    fuse,
+    held,
+    rank_order,
+    semantic,
+)
 from .temporal import window
-
-AUTHORITY = {"user": 1.0, "reviewer": 1.0, "tool": 0.9, "system": 0.9, "import": 0.8,
-             "agent": 0.7}
 
 
 @dataclass(frozen=True)
@@ -74,71 +80,6 @@ class RankRequest:
 
 
 Ranker = Callable[[RankSources, RankRequest], tuple[list[Hit], int]]
-
-
-def held(query_terms: Sequence[str], text: str) -> list[str]:
-    """The query's content words (stemmed by prefix) present in ``text``."""
-    if not query_terms:
-        return []
-    words = terms(text)
-    present = set(words)
-    # " w1 w2 ...": a word starts with ``stem`` exactly when " " + stem occurs in it
-    # (content words hold no spaces); one substring search instead of a loop over words
-    joined = " " + " ".join(words)
-    return [q for q in query_terms
-            if q in present or (" " + (q[:5] if len(q) > 5 else q)) in joined]
-
-
-def coverage(query_terms: Sequence[str], text: str) -> float:
-    """Share of the query's content words (stemmed by prefix) present in ``text``."""
-    return len(held(query_terms, text)) / len(query_terms) if query_terms else 0.0
-
-
-def adjust_raw(base: float, *, actor: str | None, specificity: int, age_days: float,
-               superseded: bool) -> float:
-    """Status, authority, specificity and recency applied to a relevance (uncapped)."""
-    score = base * AUTHORITY.get(actor or "", 0.8)
-    score *= 1.0 + 0.05 * specificity
-    score *= 0.95 + 0.05 * math.exp(-max(age_days, 0.0) / 180.0)
-    if superseded:
-        score *= 0.4
-    return score
-
-
-def rank_order(hits: list[Hit], raw: dict[str, float]) -> None:
-    """Sort best first, deterministically: the shown score, then the uncapped one (two
-    items capped at 1.0 keep their true order), then the more specific scope, the newer
-    date and the reference."""
-    hits.sort(key=lambda h: (-h.score, -raw.get(h.ref, h.score),
-                             -(h.scope.specificity() if h.scope is not None else 0),
-                             -(h.date.timestamp() if h.date is not None else 0.0), h.ref))
-
-
-def semantic(cos: float) -> float:
-    """MiniLM cosine to a 0..1 relevance: unrelated text sits near 0.1, paraphrases above 0.6."""
-    return min(1.0, max(0.0, (cos - 0.15) / 0.45))
-
-
-def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) -> dict[str, float]:
-    """Hybrid relevance on 0..1: normalised BM25, query coverage, semantic similarity, and
-    reciprocal-rank fusion of the two lists (k=60). A record with no evidence at all (no
-    word of the query, a cosine where :func:`semantic` gives 0) is left out: its place in
-    the vector list alone is no relevance."""
-    top = max(lex.values(), default=0.0) or 1.0
-    lex_rank = {rid: i for i, rid in enumerate(sorted(lex, key=lambda r: -lex[r]))}
-    vec_rank = {rid: i for i, rid in enumerate(sorted(vec, key=lambda r: -vec[r]))}
-    out: dict[str, float] = {}
-    for rid in set(lex) | set(vec) | set(cov):
-        lexical = 0.5 * cov.get(rid, 0.0) + 0.5 * lex.get(rid, 0.0) / top
-        sem = semantic(vec.get(rid, 0.0))
-        if lexical <= 0.0 and sem <= 0.0:
-            continue
-        if not vec:
-            out[rid] = lexical
-            continue
-        rrf = sum(1.0 / (60 + ranks[rid]) for ranks in (lex_rank, vec_rank) if rid in ranks)
-        out[rid] = 0.45 * sem + 0.35 * lexical + 0.2 * rrf / (2.0 / 60)
-    return out
 
 
 class _EmbedWorkers:
@@ -241,7 +182,8 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
             hits += _rank_episodes(src, tx, req, scorer, limit, qvec, keep=req.k + KEEP_SPARE,
                                    raw=raw)
         if "handoffs" in req.layers and src.checkpoints is not None:
-            hits += _rank_handoffs(src.checkpoints, tx, req, q_terms, raw, vectors, qvec)
+            hits += rank_handoffs(src.checkpoints, tx, req.scope, q_terms, raw, vectors,
+                                  qvec, now=req.now, since=req.since, until=req.until)
     rank_order(hits, raw)
     return hits, len(hits)
 
@@ -255,52 +197,6 @@ def _fact_filter(src: RankSources, req: RankRequest) -> tuple[str, list[Any]]:
         where += f" AND r.id IN ({marks(ids)})"
         params = [*params, *ids]
     return where, list(params)
-
-
-def _rank_handoffs(checkpoints: Checkpoints, tx: Any, req: RankRequest,
-                   q_terms: Sequence[str], raw: dict[str, float], vectors: Any,
-                   qvec: Any) -> list[Hit]:
-    """Earlier checkpoint versions and closed tasks within the request's dates, ranked
-    like facts (:func:`fuse`): their words (the query's words each version holds, weighted
-    by how rare they are among the handoffs searched, and their share) and, with an
-    embedder, their vectors' cosines; a version with no evidence is left out. A version a
-    later one replaced is not marked down as a superseded record is (to 0.4, under most
-    floors on meaning alone): every handoff is past state, and these versions are what the
-    layer is asked for; its status says so."""
-    found: dict[str, tuple[Checkpoint, str, datetime, str]] = {}
-    for cp, status in checkpoints.handoffs_in(tx, req.scope):
-        when = cp.updated_at or req.now
-        if (req.since is not None and when < req.since) or (
-                req.until is not None and when > req.until):
-            continue
-        found[cp.ref] = (cp, status, when, Checkpoints.text_of(cp))
-    if not found:
-        return []
-    words = {ref: held(q_terms, text) for ref, (*_, text) in found.items()}
-    n = len(found)
-    df = {q: sum(q in w for w in words.values()) for q in q_terms}
-    lex = {ref: sum(math.log(1 + (n - df[q] + 0.5) / (df[q] + 0.5)) for q in w)
-           for ref, w in words.items() if w}
-    cov = {ref: len(w) / len(q_terms) for ref, w in words.items() if q_terms}
-    vec: dict[str, float] = {}
-    if vectors is not None and qvec is not None:
-        by_id = {Checkpoints.vector_id(cp): ref for ref, (cp, *_) in found.items()}
-        vec = {by_id[vid]: cos for vid, cos in vectors.record_scores(
-            tx, req.scope.tenant, checkpoints.table, list(by_id), qvec).items()}
-    out: list[Hit] = []
-    for ref, rel in fuse(lex, vec, cov).items():
-        cp, status, when, text = found[ref]
-        age = (req.now - when).total_seconds() / 86400
-        score = adjust_raw(rel, actor="system", specificity=cp.scope.specificity(),
-                           age_days=age, superseded=False)
-        shown = excerpt(text, q_terms)
-        hit = Hit(ref=cp.ref, layer="handoffs", excerpt=shown, score=min(score, 1.0),
-                  date=when, kind="checkpoint", source=cp.updated_by, status=status,
-                  scope=cp.scope, outcome=cp.outcome, task=cp.task, version=cp.version,
-                  tokens=count_tokens(shown))
-        raw[hit.ref] = score
-        out.append(hit)
-    return out
 
 
 #: Weights of the episode score (chosen on the LoCoMo dev split, stable under

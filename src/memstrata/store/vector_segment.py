@@ -114,6 +114,8 @@ class Segment:
         self._readers_bytes = 0
         self._masks: dict[tuple[Any, ...], np.ndarray] = {}
         self._min_expiry: tuple[int, float] = (-1, math.inf)
+        #: :meth:`residual_norms`, for the projection it was computed with.
+        self._residuals: tuple[Any, np.ndarray] = (None, np.zeros(0, np.float32))
 
     # -- files ------------------------------------------------------------
     def _path(self, suffix: str) -> Path:
@@ -415,6 +417,22 @@ class Segment:
         self.low_n = self.n
 
     # -- reads ---------------------------------------------------------------
+    def residual_norms(self, n: int) -> np.ndarray:
+        """The length of each of the first ``n`` rows' part outside the projection
+        (``sqrt(1 - |low|^2)`` of a unit vector): how much of its inner product with a query
+        the projection cannot see. Kept in memory for the current projection and extended
+        as rows are projected."""
+        assert self.proj is not None and n <= self.low_n
+        proj, done = self._residuals
+        if proj is not self.proj:
+            done = np.zeros(0, np.float32)
+        if done.size < n:
+            low = self.low[done.size:n]
+            tail = np.sqrt(np.maximum(0.0, 1.0 - np.einsum("ij,ij->i", low, low)))
+            done = np.concatenate([done, tail.astype(np.float32)])
+            self._residuals = (self.proj, done)
+        return done[:n]
+
     def scope_mask(self, user: str | None, project: str | None, agent: str | None,
                    principal: str | None) -> np.ndarray:
         """Live rows whose scope applies and that ``principal`` may read; cached until the

@@ -1,0 +1,85 @@
+"""The scoring rules every layer's ranking shares: how much of the query a text holds, how
+a relevance is adjusted (authority, scope specificity, recency, status), a cosine on the
+0..1 scale, the fusion of word and vector evidence, and the deterministic order of hits.
+Defined once here; :mod:`memstrata.retrieval.ranking` (facts, episodes) and
+:mod:`memstrata.retrieval.handoffs` use them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..models import Hit
+from ..store.lexical import terms
+
+AUTHORITY = {"user": 1.0, "reviewer": 1.0, "tool": 0.9, "system": 0.9, "import": 0.8,
+             "agent": 0.7}
+
+
+def held(query_terms: Sequence[str], text: str) -> list[str]:
+    """The query's content words (stemmed by prefix) present in ``text``."""
+    if not query_terms:
+        return []
+    words = terms(text)
+    present = set(words)
+    # " w1 w2 ...": a word starts with ``stem`` exactly when " " + stem occurs in it
+    # (content words hold no spaces); one substring search instead of a loop over words
+    joined = " " + " ".join(words)
+    return [q for q in query_terms
+            if q in present or (" " + (q[:5] if len(q) > 5 else q)) in joined]
+
+
+def coverage(query_terms: Sequence[str], text: str) -> float:
+    """Share of the query's content words (stemmed by prefix) present in ``text``."""
+    return len(held(query_terms, text)) / len(query_terms) if query_terms else 0.0
+
+
+def adjust_raw(base: float, *, actor: str | None, specificity: int, age_days: float,
+               superseded: bool) -> float:
+    """Status, authority, specificity and recency applied to a relevance (uncapped)."""
+    score = base * AUTHORITY.get(actor or "", 0.8)
+    score *= 1.0 + 0.05 * specificity
+    score *= 0.95 + 0.05 * math.exp(-max(age_days, 0.0) / 180.0)
+    if superseded:
+        score *= 0.4
+    return score
+
+
+def rank_order(hits: list[Hit], raw: dict[str, float]) -> None:
+    """Sort best first, deterministically: the shown score, then the uncapped one (two
+    items capped at 1.0 keep their true order), then the more specific scope, the newer
+    date and the reference."""
+    hits.sort(key=lambda h: (-h.score, -raw.get(h.ref, h.score),
+                             -(h.scope.specificity() if h.scope is not None else 0),
+                             -(h.date.timestamp() if h.date is not None else 0.0), h.ref))
+
+
+def semantic(cos: float) -> float:
+    """MiniLM cosine to a 0..1 relevance: unrelated text sits near 0.1, paraphrases above 0.6."""
+    return min(1.0, max(0.0, (cos - 0.15) / 0.45))
+
+
+def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) -> dict[str, float]:
+    """Hybrid relevance on 0..1: normalised BM25, query coverage, semantic similarity, and
+    reciprocal-rank fusion of the two lists (k=60). A record with no evidence at all (no
+    word of the query, a cosine where :func:`semantic` gives 0) is left out: its place in
+    the vector list alone is no relevance."""
+    top = max(lex.values(), default=0.0) or 1.0
+    lex_rank = {rid: i for i, rid in enumerate(sorted(lex, key=lambda r: -lex[r]))}
+    vec_rank = {rid: i for i, rid in enumerate(sorted(vec, key=lambda r: -vec[r]))}
+    out: dict[str, float] = {}
+    for rid in set(lex) | set(vec) | set(cov):
+        lexical = 0.5 * cov.get(rid, 0.0) + 0.5 * lex.get(rid, 0.0) / top
+        sem = semantic(vec.get(rid, 0.0))
+        if lexical <= 0.0 and sem <= 0.0:
+            continue
+        if not vec:
+            out[rid] = lexical
+            continue
+        rrf = sum(1.0 / (60 + ranks[rid]) for ranks in (lex_rank, vec_rank) if rid in ranks)
+        out[rid] = 0.45 * sem + 0.35 * lexical + 0.2 * rrf / (2.0 / 60)
+    return out
+
+
+__all__ = ["AUTHORITY", "adjust_raw", "coverage", "fuse", "held", "rank_order", "semantic"]
