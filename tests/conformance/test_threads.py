@@ -5,6 +5,7 @@ the turns around it in its thread, following turns as well as earlier ones."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -224,17 +225,50 @@ def test_a_forgotten_handoff_takes_its_vector_and_reindex_remakes_them(
     assert vmem.doctor() == []
     assert vmem.recall(ALICE, "which database version were we upgrading to?",
                        layers=["handoffs"]).items == []
+    # the reference a handoff hit carries forgets that version alone, with its vector
+    assert "checkpoint:launch-mail@1" in vmem.recall(
+        ALICE, "spring launch email", layers=["handoffs"]).refs
+    one = vmem.forget(ALICE, record_ids=["checkpoint:launch-mail@1"])
+    assert (one.counts["checkpoints"], one.counts["vectors"]) == (1, 1)
+    assert [cp.version for cp in vmem.checkpoints.versions(ALICE, "launch-mail")] == [2]
+    assert len(_checkpoint_vectors(vmem)) == 1
+    assert vmem.forget(ALICE, record_ids=["checkpoint:launch-mail@7"]).counts[
+        "checkpoints"] == 0
     # versions saved without an embedder get their vectors from a reindex
     plain = open_store(store_url, scratch_url, clock)
     try:
         _billing_task(plain, clock)
     finally:
         plain.close()
-    assert len(_checkpoint_vectors(vmem)) == 2
+    assert len(_checkpoint_vectors(vmem)) == 1
     assert vmem.recall(ALICE, "which database version were we upgrading to?",
                        layers=["handoffs"]).items == []
-    vmem.reindex()  # billing-move@1-2 again, launch-mail@1-4 (saved again: reopened, closed)
-    assert len(_checkpoint_vectors(vmem)) == 6
+    vmem.reindex()  # billing-move@1-2 again, launch-mail@2-4 (saved again: reopened, closed)
+    assert len(_checkpoint_vectors(vmem)) == 5
     assert vmem.recall(ALICE, "which database version were we upgrading to?",
                        layers=["handoffs"]).items[0].task == "billing-move"
     assert vmem.doctor() == []
+
+
+def test_checkpoint_show_never_reads_a_past_version_as_the_work_in_hand(
+        tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memstrata.cli import cli
+
+    env = {"MEMSTRATA_HOME": str(tmp_path), "MEMSTRATA_URL": f"sqlite:///{tmp_path}/c.db",
+           "MEMSTRATA_USER": "alice", "MEMSTRATA_PROJECT": "docs-site",
+           "MEMSTRATA_EMBEDDER": "none"}
+    runner = CliRunner()
+    for args in (["save", "rel", "--objective", "Ship v1", "--next-action", "tag it"],
+                 ["save", "rel", "--next-action", "write notes"],
+                 ["close", "rel", "--outcome", "abandoned: v1 was skipped"]):
+        assert runner.invoke(cli, ["checkpoint", *args], env=env).exit_code == 0
+    shown = runner.invoke(cli, ["checkpoint", "show", "rel", "--all-versions"], env=env)
+    assert shown.exit_code == 0, shown.output
+    heads = [line for line in shown.output.splitlines() if line.startswith("## ")]
+    assert [h.split(" (")[0] for h in heads] == [
+        "## Earlier version of task rel", "## Earlier version of task rel",
+        "## Closed task: rel"]
+    assert "Current task" not in shown.output and "Next action then: tag it" in shown.output
+    assert "outcome: abandoned: v1 was skipped" in heads[2]

@@ -120,8 +120,8 @@ def checkpoint_show(as_json: bool, task: str, all_versions: bool) -> None:
         if as_json:
             emit_json(versions)
         else:
-            for cp in versions:
-                click.echo(checkpoint_text(cp) + "\n")
+            for n, cp in enumerate(versions, 1):
+                click.echo(checkpoint_text(cp, superseded=n < len(versions)) + "\n")
         return
     cp = mem.checkpoints.current(scope, task)
     if as_json:

@@ -321,27 +321,45 @@ class Checkpoints:
 
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
         """Delete (unless ``dry_run``) every version of the checkpoints whose task or data
-        contains ``sel.match`` (all of the scope's without a match; none for a subject or
-        ids). Returns the task names."""
-        rows = self._selected(tx, sel)
+        contains ``sel.match`` (all of the scope's without a match), or the versions named
+        by ids (``checkpoint:TASK@N``, the reference a handoff hit carries; none for a
+        subject). Returns the task of each version deleted."""
+        found = self._where(sel)
+        if found is None:
+            return []
+        where, params = found
+        rows = tx.all(f"SELECT r.task AS task FROM checkpoints r WHERE {where}", params)
         if rows and not dry_run:
-            where, params = sel.where(("data", "task"))
             tx.execute(f"DELETE FROM checkpoints AS r WHERE {where}", params)
         return [r["task"] for r in rows]
 
     def vector_ids(self, tx: Tx, sel: Selector) -> list[str]:
         """The vector ids of the versions :meth:`forget_rows` deletes (their vectors go with
         them: a schema trigger)."""
+        found = self._where(sel)
+        if found is None:
+            return []
+        where, params = found
         return [checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"]))
-                for r in self._selected(tx, sel)]
+                for r in tx.all(f"SELECT r.scope_key AS scope_key, r.task AS task, "
+                                f"r.version AS version FROM checkpoints r WHERE {where}",
+                                params)]
 
     @staticmethod
-    def _selected(tx: Tx, sel: Selector) -> list[Row]:
-        if sel.ids is not None or sel.subject is not None:
-            return []
+    def _where(sel: Selector) -> tuple[str, list[Any]] | None:
+        """The filter (alias ``r``) of the versions ``sel`` selects; None for none."""
+        if sel.subject is not None:
+            return None
         where, params = sel.where(("data", "task"))
-        return tx.all(f"SELECT r.scope_key AS scope_key, r.task AS task, r.version AS version "
-                      f"FROM checkpoints r WHERE {where}", params)
+        if sel.ids is not None:
+            # an id is a reference without its layer ("TASK@N"); others name other layers
+            named = [(task, int(v)) for task, at, v in (i.rpartition("@") for i in sel.ids)
+                     if task and at and v.isdigit()]
+            if not named:
+                return None
+            where += " AND (" + " OR ".join(["(r.task = ? AND r.version = ?)"] * len(named)) + ")"
+            params += [x for pair in named for x in pair]
+        return where, params
 
 
 __all__ = ["Checkpoints", "checkpoint_from_row", "task_arg"]

@@ -7,8 +7,9 @@ Contract:
   runs, feedback (on the forgotten records, and notes that mention the match) and scratch
   entries; the full-text entries and vectors go with their rows (schema triggers), and the
   neighbours that carried a forgotten episode as thread context are re-indexed without it.
-  A fact goes with its whole supersession history. Without a selector it forgets
-  everything the scope owns.
+  A fact goes with its whole supersession history. Record ids are the references hits
+  carry (``fact:ID``, ``episode:ID``, a handoff's ``checkpoint:TASK@N``: that version
+  alone). Without a selector it forgets everything the scope owns.
 - Each layer deletes its own rows (``forget_rows``): this module only composes them, in
   one maintenance transaction, all or nothing. Supersession links left pointing at a
   forgotten record are cleared, so no orphan history remains.

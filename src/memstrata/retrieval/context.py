@@ -65,13 +65,17 @@ def _hit_line(h: Hit, scope: Scope) -> str:
     return f"- {date} {label}: {h.excerpt} [{h.source}]{suffix} [{h.ref}]"
 
 
-def checkpoint_text(cp: Checkpoint) -> str:
+def checkpoint_text(cp: Checkpoint, *, superseded: bool = False) -> str:
     """A checkpoint as people and models read it. A closed task says so first, with its
-    outcome (an abandoned task must not read like the work in hand), and its next action
-    is the one it had when it closed."""
+    outcome (an abandoned task must not read like the work in hand), and so does a version
+    a later one replaced (``superseded``: the caller knows there is one); the next action
+    of either is the one it had then."""
     when = cp.updated_at.isoformat(timespec='minutes') if cp.updated_at else '?'
     closed = cp.status == "closed"
-    if closed:
+    if superseded:
+        lines = [f"## Earlier version of task {cp.task} (checkpoint v{cp.version}, saved "
+                 f"{when}; superseded by a later version)"]
+    elif closed:
         lines = [f"## Closed task: {cp.task} (checkpoint v{cp.version}, closed {when}; "
                  f"outcome: {cp.outcome or 'none given'})"]
     else:
@@ -86,8 +90,9 @@ def checkpoint_text(cp: Checkpoint) -> str:
             lines.append(f"{label}:")
             lines += [f"- {x}" for x in items]
     if cp.next_action:
-        lines.append(f"{'Next action when it closed' if closed else 'Next action'}: "
-                     f"{cp.next_action}")
+        label = ("Next action then" if superseded else
+                 "Next action when it closed" if closed else "Next action")
+        lines.append(f"{label}: {cp.next_action}")
     if cp.notes:
         lines.append(f"Notes: {cp.notes}")
     return "\n".join(lines)

@@ -9,13 +9,17 @@ Contract:
 - :func:`verify_files` (``memstrata doctor``) only reads: every vector in the table is of
   the recorded model, and each segment's files agree with the table up to the highest
   rowid they hold: the same live rows, the same ids, the same vectors (a sample, byte for
-  byte). What it finds comes with what to do: the files are a cache, rebuilt from the
-  database when the folder is deleted (or by ``memstrata reindex``).
+  byte). Files behind the table's deletes are looked at again for up to two seconds (a
+  forget in another process scrubs them right after its commit), so a check beside a busy
+  store does not report that gap. What it finds comes with what to do: the files are a
+  cache, rebuilt from the database when the folder is deleted (or by ``memstrata
+  reindex``).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +33,9 @@ if TYPE_CHECKING:
 
 #: Vectors a check compares byte for byte with the table, per segment.
 SAMPLE = 256
+#: How often, and how long apart, a check looks again at files behind the table's deletes
+#: (a forget in another process commits, then scrubs the files).
+SETTLE_TRIES, SETTLE_WAIT = 10, 0.2
 
 
 def sync_files(db: Database, directory: Path | None, tenant: str | None = None) -> None:
@@ -79,11 +86,18 @@ def verify_files(conn: sqlite3.Connection, directory: Path | None) -> list[str]:
             problems.append(f"vector files {prefix.name} hold vectors of {label}, not of "
                             f"the store's {recorded or 'no model'}: {fix}")
             continue
-        seg = Segment.open(int(dims), prefix, store=store, model=label)
-        if seg is None:
-            continue  # another store's files or a broken header: never read, rebuilt
-        problems += [f"vector files {prefix.name}: {p}: {fix}"
-                     for p in _compare(conn, seg, tenant, "episodes")]
+        found: list[str] = []
+        for _ in range(SETTLE_TRIES):
+            seg = Segment.open(int(dims), prefix, store=store, model=label)
+            if seg is None:
+                break  # another store's files or a broken header: never read, rebuilt
+            found = _compare(conn, seg, tenant, "episodes")
+            if not found or seg.generation >= int(meta("vector_generation") or 0):
+                break
+            # deletes the files have not reconciled yet: a forget or sweep in another
+            # process scrubs them right after its commit; look again once it had the time
+            time.sleep(SETTLE_WAIT)
+        problems += [f"vector files {prefix.name}: {p}: {fix}" for p in found]
     return problems
 
 
