@@ -7,7 +7,7 @@ Contract (:class:`memstrata.store.base.VectorIndex`; this index never embeds tex
 - The model's ``model:dims`` is recorded per tenant (``meta``); a store opened with
   another embedder refuses vector search and writes with :class:`ConfigError` (hint:
   ``memstrata reindex``) rather than mixing vector spaces, also when another process
-  re-embedded the tenant after this one began (the record is read in each transaction).
+  re-embedded the tenant after this one began (the record is read once in each transaction).
 - ``search`` filters by tenant, scope, readers, expiry and dates *in SQL* before the
   top k, so a foreign record never takes a slot. Episodes of an indexed dimension go
   through the partial HNSW index with ``hnsw.iterative_scan = relaxed_order`` (pgvector
@@ -22,6 +22,7 @@ Contract (:class:`memstrata.store.base.VectorIndex`; this index never embeds tex
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,9 @@ class PgVectorIndex:
     def __init__(self, model: str, dims: int) -> None:
         self.model = model
         self.dims = int(dims)
+        #: The transactions whose model check passed (each checks once, however many
+        #: searches it runs: a recall reads facts and episodes in one).
+        self._checked_in: weakref.WeakSet[Tx] = weakref.WeakSet()
 
     @property
     def _label(self) -> str:
@@ -59,9 +63,11 @@ class PgVectorIndex:
 
     # -- model identity -------------------------------------------------
     def check_model(self, tx: Tx) -> None:
-        """Record the model for the tenant on first write; refuse a different one. Read in
+        """Record the model for the tenant on first write; refuse a different one. Read once in
         every transaction that searches or writes (one row by its key): another process
         may have re-embedded the tenant with another model since."""
+        if tx in self._checked_in:
+            return
         tx = _pg(tx)
         tenant = tx.tenant
         row = tx.raw_one("SELECT value FROM meta WHERE tenant = %s AND key = 'embedding_model'",
@@ -85,6 +91,7 @@ class PgVectorIndex:
                 f"the store's vectors were made by {row['value']}, not {self._label}",
                 hint="run `memstrata reindex` to re-embed, or open with the original embedder",
             )
+        self._checked_in.add(tx)
 
     # -- writes -----------------------------------------------------------
     def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:

@@ -7,7 +7,7 @@ Contract (:class:`memstrata.store.base.VectorIndex`):
 - The store records the model name and dims (``meta``); an index for another model
   refuses search and writes (:class:`ConfigError`, hint ``memstrata reindex``) instead of
   mixing vector spaces, also when another process re-embedded the store after this one
-  began (the record is read in each transaction).
+  began (the record is read once in each transaction).
 - Search applies the episode read filter — tenant, scope, readers, expiry, dates — as a
   mask over the segment's rows *before* ranking, so a foreign record never takes a slot.
 - The episodes of each tenant are searched from a :class:`~.vector_segment.Segment`:
@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import weakref
 from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import datetime
@@ -137,6 +138,9 @@ class SQLiteVectorIndex:
         self._written: set[str] = set()
         self._store_id: str | None = None
         self._lock = threading.RLock()
+        #: The transactions whose model check passed (each checks once, however many
+        #: searches it runs: a recall reads facts and episodes in one).
+        self._checked_in: weakref.WeakSet[Tx] = weakref.WeakSet()
 
     @property
     def _label(self) -> str:
@@ -144,9 +148,11 @@ class SQLiteVectorIndex:
 
     # -- model identity -------------------------------------------------
     def check_model(self, tx: Tx) -> None:
-        """Record the model on first use; refuse a different one afterwards. Read in every
+        """Record the model on first use; refuse a different one afterwards. Read once in every
         transaction that searches or writes (one row by its key): another process may have
         re-embedded the store with another model since."""
+        if tx in self._checked_in:
+            return
         recorded = self._meta(tx, "embedding_model")
         if recorded is None:
             if tx.one("SELECT 1 AS x FROM vectors LIMIT 1") is None:
@@ -161,6 +167,7 @@ class SQLiteVectorIndex:
                 f"the store's vectors were made by {recorded}, not {self._label}",
                 hint="run `memstrata reindex` to re-embed, or open with the original embedder",
             )
+        self._checked_in.add(tx)
 
     # -- writes -----------------------------------------------------------
     def add(self, tx: Tx, table: str, tenant: str, ids: Sequence[str], vectors: Any) -> None:
