@@ -5,6 +5,7 @@ the turns around it in its thread, following turns as well as earlier ones."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -272,3 +273,40 @@ def test_checkpoint_show_never_reads_a_past_version_as_the_work_in_hand(
         "## Closed task: rel"]
     assert "Current task" not in shown.output and "Next action then: tag it" in shown.output
     assert "outcome: abandoned: v1 was skipped" in heads[2]
+
+
+def test_a_restricted_turn_never_speaks_through_its_open_neighbours(
+        vmem: Memory, clock: ManualClock) -> None:
+    """A turn only some readers may see is context of no turn others may read: neither its
+    words nor its meaning bring its neighbours up for someone who may not read it, when
+    logged, when a neighbour arrives late, and after a reindex."""
+    turns = ["Let's plan the offsite for the leadership team",
+             "The acquisition target is Zorbatech, keep it quiet",
+             "Sounds good, I will book the rooms"]
+    logged = []
+    for n, text in enumerate(turns):
+        clock.advance(minutes=1)
+        logged.append(vmem.episodes.append(
+            ALICE, text=text, actor="user", thread="chat:s9", source=f"chat:s9/t{n}",
+            readers=["ceo"] if n == 1 else None))
+    vmem.episodes.append(ALICE, text="Zorbatech released a new phone today", actor="user",
+                         thread="news", source="news:1")
+    # a turn landing before the others (its following context is the restricted one)
+    vmem.episodes.append(ALICE, text="Agenda first, then the budget", actor="user",
+                         thread="chat:s9", source="chat:s9/t0b",
+                         observed_at=logged[1].observed_at - timedelta(seconds=30))
+    open_refs = {e.ref for n, e in enumerate(logged) if n != 1}
+
+    def leaked(who: str) -> set[str]:
+        found: set[str] = set()
+        for query in ("which company are we acquiring?", "acquisition target Zorbatech",
+                      "Zorbatech"):
+            found |= set(vmem.recall(ALICE, query, layers=["episodes"], principal=who).refs)
+            found |= {h.ref for h in vmem.episodes.search(ALICE, query, k=10, principal=who)}
+        return found & open_refs
+
+    assert leaked("bob") == set()
+    assert logged[1].ref in vmem.recall(ALICE, "acquisition target Zorbatech",
+                                        layers=["episodes"], principal="ceo").refs
+    vmem.reindex()
+    assert leaked("bob") == set()

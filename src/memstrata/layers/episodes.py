@@ -21,7 +21,9 @@ Contract:
   previous line and its own (:meth:`Episodes.embed_text`). The date is the stored
   ``observed_at``. The rows stay append-only; their index entries are refreshed when a
   neighbour arrives (the earlier turns gain it as following context, and a turn that lands
-  before others changes their previous line, so they are re-embedded too).
+  before others changes their previous line, so they are re-embedded too). A turn
+  restricted to some readers joins the context of only those turns whose every reader may
+  read it (:func:`may_join`): its words and meaning never reach an open neighbour's entry.
 - When an episode is forgotten, the neighbours that carried it as context are re-indexed
   from what remains (:meth:`Episodes.refresh_neighbours`).
 - The read filter is :meth:`Episodes.filter_sql` (scope applies, readers, unexpired,
@@ -92,8 +94,34 @@ _SCORE_SELECT = ("SELECT r.tenant, r.id, r.text, r.event, r.subject, r.observed_
                  "s.supersedes = r.id) AS superseded FROM episodes r")
 #: How many episodes before (and after) one in its thread are indexed as its context.
 CONTEXT_EPISODES = 2
-#: How many stored episodes after a batch's first one are read to place the batch.
+
+
+def may_join(reader_of: frozenset[str] | None, line_of: frozenset[str] | None) -> bool:
+    """Whether an episode restricted to ``line_of`` readers (None: anyone in scope) may be
+    in the thread context of one restricted to ``reader_of``: only when whoever may read
+    the second may read the first. A restricted turn never speaks through the index entry
+    (words or vector) of a neighbour others may read."""
+    return line_of is None or (reader_of is not None and reader_of <= line_of)
+
+
+def _readers(item: EpisodeInput | Row) -> frozenset[str] | None:
+    value = item.readers if isinstance(item, EpisodeInput) else load_json_list(item["readers"])
+    return None if value is None else frozenset(value)
+
+
+def _around(readers: Sequence[frozenset[str] | None], pos: int,
+            width: int = CONTEXT_EPISODES) -> tuple[list[int], list[int], bool, bool]:
+    """The positions of the ``width`` episodes before and after ``pos`` in a thread's
+    sequence that may join its context (:func:`may_join`), nearest last / first, and
+    whether each side ran out of the sequence first."""
+    mine = readers[pos]
+    before = [i for i in range(pos - 1, -1, -1) if may_join(mine, readers[i])][:width]
+    after = [i for i in range(pos + 1, len(readers)) if may_join(mine, readers[i])][:width]
+    return before[::-1], after, len(before) < width, len(after) < width
+#: How many stored episodes after a batch's first one are read to place the batch, and
+#: before it (their contexts may skip restricted turns: :func:`may_join`).
 _PLACE_WINDOW = 500
+_PLACE_BACK = 8 * CONTEXT_EPISODES
 #: Text columns a forget ``match`` searches.
 _TEXT_COLUMNS = ("text", "event", "evidence", "outcome", "source")
 
@@ -384,7 +412,7 @@ class Episodes:
                 earlier = tx.all(
                     f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
                     "r.observed_at <= ? ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
-                    (tenant, scope_key, thread, first, 2 * CONTEXT_EPISODES))
+                    (tenant, scope_key, thread, first, _PLACE_BACK))
                 later = tx.all(
                     f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
                     "r.observed_at > ? ORDER BY r.observed_at, r.id LIMIT ?",
@@ -395,20 +423,21 @@ class Episodes:
                 seq += [(inputs[n].observed_at, 1, n) for n in members]
                 seq.sort(key=lambda x: (x[0], x[1]))  # stable: stored first at equal times
                 lines = [self.line(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
+                readers = [_readers(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
                 new = [isinstance(x, int) for _, _, x in seq]
-                # rows at the cut edges of what was read are context only: their own context
-                # reaches past it
-                low = CONTEXT_EPISODES if len(earlier) == 2 * CONTEXT_EPISODES else 0
-                high = len(seq) - (CONTEXT_EPISODES if len(later) == _PLACE_WINDOW else 0)
+                # what was read is cut at both ends: a stored row whose context reaches past
+                # a cut edge is context only (its own context is not all here)
+                cut_low = len(earlier) == _PLACE_BACK
+                cut_high = len(later) == _PLACE_WINDOW
                 for pos, (_, _, x) in enumerate(seq):
-                    before = lines[max(0, pos - CONTEXT_EPISODES):pos]
-                    after = lines[pos + 1:pos + 1 + CONTEXT_EPISODES]
+                    ahead, behind, start, end = _around(readers, pos)
+                    before, after = [lines[i] for i in ahead], [lines[i] for i in behind]
                     if isinstance(x, int):
                         plan.before[x], plan.after[x] = before, after
-                    elif low <= pos < high and any(
-                            new[max(0, pos - CONTEXT_EPISODES):pos + 1 + CONTEXT_EPISODES]):
+                    elif not (start and cut_low) and not (end and cut_high) and any(
+                            new[i] for i in (*ahead, *behind)):
                         plan.refresh.append(_Neighbour(x, before, after,
-                                                       reembed=pos > 0 and new[pos - 1]))
+                                                       reembed=bool(ahead) and new[ahead[-1]]))
         return plan
 
     def _check_supersedes(self, tx: Tx, item: EpisodeInput) -> EpisodeInput:
@@ -507,15 +536,18 @@ class Episodes:
         return len(entries)
 
     def _context_of(self, tx: Tx, tenant: str, row: Row) -> tuple[list[str], list[str]]:
-        """The lines before and after a stored episode in its thread, as stored now."""
+        """The lines before and after a stored episode in its thread that may join its
+        context (:func:`may_join`), as stored now."""
+        mine = _readers(row)
         sides = []
         for cmp, order in (("<", "DESC"), (">", "ASC")):
-            sides.append(tx.all(
-                "SELECT event, text, outcome, subject FROM episodes WHERE tenant = ? AND "
-                f"scope_key = ? AND thread = ? AND (observed_at {cmp} ? OR (observed_at = ? "
-                f"AND id {cmp} ?)) ORDER BY observed_at {order}, id {order} LIMIT ?",
+            near = tx.all(
+                "SELECT event, text, outcome, subject, readers FROM episodes WHERE tenant = ? "
+                f"AND scope_key = ? AND thread = ? AND (observed_at {cmp} ? OR (observed_at = "
+                f"? AND id {cmp} ?)) ORDER BY observed_at {order}, id {order} LIMIT ?",
                 (tenant, row["scope_key"], row["thread"] or row["source"], row["observed_at"],
-                 row["observed_at"], row["id"], CONTEXT_EPISODES)))
+                 row["observed_at"], row["id"], _PLACE_BACK))
+            sides.append([r for r in near if may_join(mine, _readers(r))][:CONTEXT_EPISODES])
         earlier, later = sides
         return [self.line(r) for r in reversed(earlier)], [self.line(r) for r in later]
 
@@ -529,16 +561,17 @@ class Episodes:
         """(id, embed text) of every episode of the tenant, thread by thread, for a reindex."""
         out: list[tuple[str, str]] = []
         thread: tuple[str, str] | None = None
-        context: list[str] = []
-        for row in tx.all("SELECT id, event, text, outcome, subject, scope_key, thread FROM "
-                          "episodes WHERE tenant = ? ORDER BY scope_key, thread, observed_at, id",
-                          (tenant,)):
+        earlier: list[tuple[str, frozenset[str] | None]] = []
+        for row in tx.all("SELECT id, event, text, outcome, subject, readers, scope_key, thread "
+                          "FROM episodes WHERE tenant = ? ORDER BY scope_key, thread, "
+                          "observed_at, id", (tenant,)):
             key = (row["scope_key"], row["thread"])
             if key != thread:
-                thread, context = key, []
-            line = self.line(row)
-            out.append((row["id"], self.embed_text(context, line)))
-            context = [*context, line][-CONTEXT_EPISODES:]
+                thread, earlier = key, []
+            line, mine = self.line(row), _readers(row)
+            joined = [text for text, readers in earlier if may_join(mine, readers)]
+            out.append((row["id"], self.embed_text(joined[-CONTEXT_EPISODES:], line)))
+            earlier = [*earlier, (line, mine)][-_PLACE_BACK:]
         return out
 
     # -- reads ------------------------------------------------------------
