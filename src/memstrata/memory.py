@@ -301,9 +301,15 @@ class Memory:
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Re-embed every fact, episode and checkpoint version with the current embedder
-        (after a model change); returns how many records were embedded."""
-        return _reindex(self.index, [self.facts, self.episodes, self.checkpoints],
-                        progress=progress)
+        (after a model change), and rewrite the lexical entries of the threads that hold a
+        restricted turn (:meth:`Episodes.rebuild_restricted_threads`); returns how many
+        records were embedded."""
+        total = _reindex(self.index, [self.facts, self.episodes, self.checkpoints],
+                         progress=progress)
+        for tenant in self.db.tenants():
+            with self.db.transaction(tenant) as tx:
+                self.episodes.rebuild_restricted_threads(tx, tenant)
+        return total
 
     def doctor(self) -> list[str]:
         """Re-derive the stored invariants; returns what is broken (empty = healthy)."""

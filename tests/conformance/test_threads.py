@@ -308,5 +308,12 @@ def test_a_restricted_turn_never_speaks_through_its_open_neighbours(
     assert leaked("bob") == set()
     assert logged[1].ref in vmem.recall(ALICE, "acquisition target Zorbatech",
                                         layers=["episodes"], principal="ceo").refs
+    # an entry written before the rule (the restricted line in an open turn's context) is
+    # rewritten by a reindex
+    with vmem.db.transaction(ALICE.tenant) as tx:
+        vmem.db.index_text(tx, "episodes", logged[2].id, ALICE.tenant, turns[2],
+                           f"{turns[0]} {turns[1]}")
+    assert logged[2].ref in lexical_matches(vmem, ALICE, "Zorbatech")
     vmem.reindex()
+    assert logged[2].ref not in lexical_matches(vmem, ALICE, "Zorbatech")
     assert leaked("bob") == set()

@@ -557,6 +557,26 @@ class Episodes:
             tx.execute(f"UPDATE episodes SET supersedes = NULL WHERE tenant = ? AND supersedes "
                        f"IN ({marks(chunk)})", (tenant, *chunk))
 
+    def rebuild_restricted_threads(self, tx: Tx, tenant: str) -> int:
+        """Rewrite the lexical entries of every episode in a thread that holds a restricted
+        turn, by :func:`may_join` (entries written before the rule carried such turns to
+        their open neighbours); returns how many. Vectors are re-made by ``reindex``."""
+        entries: list[IndexEntry] = []
+        for t in tx.all("SELECT DISTINCT scope_key, thread FROM episodes WHERE tenant = ? "
+                        "AND readers IS NOT NULL", (tenant,)):
+            rows = tx.all(f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? "
+                          "ORDER BY r.observed_at, r.id", (tenant, t["scope_key"], t["thread"]))
+            lines = [self.line(r) for r in rows]
+            readers = [_readers(r) for r in rows]
+            for pos, row in enumerate(rows):
+                ahead, behind, _, _ = _around(readers, pos)
+                entries.append(IndexEntry(
+                    row["id"], self.index_text(row, from_text(row["observed_at"])
+                                               or self._clock.now()),
+                    " ".join(lines[i] for i in (*ahead, *behind))))
+        self._index.write(tx, "episodes", tenant, entries)
+        return len(entries)
+
     def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:
         """(id, embed text) of every episode of the tenant, thread by thread, for a reindex."""
         out: list[tuple[str, str]] = []
