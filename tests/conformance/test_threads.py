@@ -231,6 +231,7 @@ def test_a_forgotten_handoff_takes_its_vector_and_reindex_remakes_them(
         ALICE, "spring launch email", layers=["handoffs"]).refs
     one = vmem.forget(ALICE, record_ids=["checkpoint:launch-mail@1"])
     assert (one.counts["checkpoints"], one.counts["vectors"]) == (1, 1)
+    assert one.ids == ["checkpoint:launch-mail@1"]  # what was forgotten, by reference
     assert [cp.version for cp in vmem.checkpoints.versions(ALICE, "launch-mail")] == [2]
     assert len(_checkpoint_vectors(vmem)) == 1
     assert vmem.forget(ALICE, record_ids=["checkpoint:launch-mail@7"]).counts[

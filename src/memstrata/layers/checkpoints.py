@@ -323,15 +323,16 @@ class Checkpoints:
         """Delete (unless ``dry_run``) every version of the checkpoints whose task or data
         contains ``sel.match`` (all of the scope's without a match), or the versions named
         by ids (``checkpoint:TASK@N``, the reference a handoff hit carries; none for a
-        subject). Returns the task of each version deleted."""
+        subject). Returns the reference of each version deleted (``checkpoint:TASK@N``)."""
         found = self._where(sel)
         if found is None:
             return []
         where, params = found
-        rows = tx.all(f"SELECT r.task AS task FROM checkpoints r WHERE {where}", params)
+        rows = tx.all(f"SELECT r.task AS task, r.version AS version FROM checkpoints r "
+                      f"WHERE {where} ORDER BY r.task, r.version", params)
         if rows and not dry_run:
             tx.execute(f"DELETE FROM checkpoints AS r WHERE {where}", params)
-        return [r["task"] for r in rows]
+        return [f"checkpoint:{r['task']}@{int(r['version'])}" for r in rows]
 
     def vector_ids(self, tx: Tx, sel: Selector) -> list[str]:
         """The vector ids of the versions :meth:`forget_rows` deletes (their vectors go with

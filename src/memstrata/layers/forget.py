@@ -88,11 +88,13 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
             # the next episodes of each thread had the forgotten ones as context
             layers.episodes.refresh_neighbours(tx, tenant, threads)
         counts["facts"], counts["episodes"] = len(fact_ids), len(episode_ids)
-        counts["checkpoints"] = len(layers.checkpoints.forget_rows(tx, sel, dry_run=dry_run))
+        checkpoint_refs = layers.checkpoints.forget_rows(tx, sel, dry_run=dry_run)
+        counts["checkpoints"] = len(checkpoint_refs)
         counts["operations"] = len(layers.ledger.forget_rows(tx, sel, dry_run=dry_run))
         counts["procedures"] = len(layers.procedures.forget_rows(tx, sel, dry_run=dry_run))
         counts["runs"] = len(layers.runs.forget_rows(tx, sel, dry_run=dry_run))
-        refs = [f"fact:{i}" for i in fact_ids] + [f"episode:{i}" for i in episode_ids]
+        refs = [f"fact:{i}" for i in fact_ids] + [f"episode:{i}" for i in episode_ids] + \
+            checkpoint_refs
         counts["feedback"] = (layers.feedback.forget_rows(tx, sel, dry_run=dry_run)
                               + layers.feedback.forget_refs(tx, tenant, refs, dry_run=dry_run))
         if not dry_run:
