@@ -318,3 +318,79 @@ def test_a_restricted_turn_never_speaks_through_its_open_neighbours(
     vmem.reindex()
     assert logged[2].ref not in lexical_matches(vmem, ALICE, "Zorbatech")
     assert leaked("bob") == set()
+
+
+def test_what_others_hold_never_shapes_a_search(mem: Memory) -> None:
+    """The subjects a query names are looked up among the caller's readable episodes only:
+    another user's episode (here restricted) about a subject of that name changed bob's
+    results (dropped from his words, boosted), which told him it exists."""
+    bob = Scope(user="bob", project="docs-site")
+    mine = mem.episodes.append(bob, text="Meeting notes: Zorbatech pricing call went fine",
+                               actor="user", source="chat:b1")
+    before = [(h.ref, h.score) for h in mem.episodes.search(bob, "Zorbatech")]
+    assert [r for r, _ in before] == [mine.ref]
+    mem.episodes.append(ALICE, text="Quarterly numbers look strong", actor="user",
+                        source="chat:a1", subject="Zorbatech", readers=["alice"])
+    mem.episodes.append(Scope(user="alice"), text="Pricing call", actor="user",
+                        source="chat:a2", subject="Zorbatech")
+    assert [(h.ref, h.score) for h in mem.episodes.search(bob, "Zorbatech")] == before
+    assert [(h.ref, h.score) for h in mem.recall(bob, "Zorbatech", layers=["episodes"]).items] \
+        == before
+
+
+def test_a_correction_of_a_restricted_turn_is_restricted_before_it_is_placed(
+        vmem: Memory, clock: ManualClock) -> None:
+    turns = ["Let's plan the offsite", "The acquisition target is Zorbatech",
+             "Okay noted", "I will book the rooms"]
+    logged = []
+    for n, text in enumerate(turns):
+        clock.advance(minutes=1)
+        logged.append(vmem.episodes.append(ALICE, text=text, actor="user", thread="chat:s4",
+                                           source=f"chat:s4/t{n}",
+                                           readers=["alice"] if n == 1 else None))
+    fix = vmem.episodes.append(ALICE, text="Correction: the acquisition target is Quuxcorp",
+                               actor="user", thread="chat:s4", source="chat:s4/t1b",
+                               supersedes=logged[1].ref,
+                               observed_at=logged[1].observed_at + timedelta(seconds=20))
+    assert fix.readers == ["alice"]
+    opened = {e.ref for n, e in enumerate(logged) if n != 1}
+    assert not opened & lexical_matches(vmem, ALICE, "Quuxcorp")
+    found = vmem.recall(ALICE, "which company is the acquisition target Quuxcorp?",
+                        layers=["episodes"], principal="bob")
+    assert not opened & set(found.refs)
+    assert fix.ref in vmem.recall(ALICE, "acquisition target Quuxcorp", layers=["episodes"],
+                                  principal="alice").refs
+
+
+def test_an_expired_or_forgotten_turn_leaves_its_neighbours_entries(
+        vmem: Memory, store_url: str, scratch_url: str | None, clock: ManualClock) -> None:
+    """A sweep re-indexes the neighbours of the turns it deletes, as a forget does; and a
+    process without an embedder (the CLI's forget and sweep) drops the vector it cannot
+    make again instead of keeping one made from the line that is gone."""
+    logged = []
+    for n, text in enumerate(["Morning, starting the day",
+                              "My temporary door code is Plinketty-4471",
+                              "Great, see you there", "Lunch at noon?"]):
+        clock.advance(minutes=1)
+        logged.append(vmem.episodes.append(
+            ALICE, text=text, actor="user", thread="chat:s5", source=f"chat:s5/t{n}",
+            expires_at=clock.now() + timedelta(hours=1) if n == 1 else None))
+    assert {logged[0].ref, logged[2].ref} <= lexical_matches(vmem, ALICE, "Plinketty")
+    clock.advance(hours=2)
+    plain = open_store(store_url, scratch_url, clock)
+    try:
+        assert plain.sweep()["episodes"] == 1
+    finally:
+        plain.close()
+    assert lexical_matches(vmem, ALICE, "Plinketty") == set()
+    with vmem.db.transaction(ALICE.tenant, write=False) as tx:
+        kept = {r["record_id"] for r in tx.all(
+            "SELECT record_id FROM vectors WHERE tenant = ? AND layer = 'episodes'",
+            (ALICE.tenant,))}
+    # the turn after it had its line in its vector: dropped, the others kept
+    assert kept == {logged[0].id, logged[3].id}
+    assert logged[2].ref in vmem.recall(ALICE, "see you there", layers=["episodes"]).refs
+    vmem.reindex()
+    with vmem.db.transaction(ALICE.tenant, write=False) as tx:
+        assert tx.one("SELECT count(*) AS n FROM vectors WHERE tenant = ? AND "
+                      "layer = 'episodes'", (ALICE.tenant,))["n"] == 3

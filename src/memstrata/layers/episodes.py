@@ -24,8 +24,10 @@ Contract:
   before others changes their previous line, so they are re-embedded too). A turn
   restricted to some readers joins the context of only those turns whose every reader may
   read it (:func:`may_join`): its words and meaning never reach an open neighbour's entry.
-- When an episode is forgotten, the neighbours that carried it as context are re-indexed
-  from what remains (:meth:`Episodes.refresh_neighbours`).
+- When an episode is forgotten or swept (expired), the neighbours that carried it as
+  context are re-indexed from what remains (:meth:`Episodes.refresh_neighbours`); without
+  an embedder, the one whose vector was made with its line loses that vector (found by
+  words until a ``reindex``).
 - The read filter is :meth:`Episodes.filter_sql` (scope applies, readers, unexpired,
   dates); ``search`` is targeted (superseded entries ranked below current ones) and
   returns Hits; the log is never loaded whole.
@@ -341,6 +343,7 @@ class Episodes:
         # and its index agree
         inputs = [i.model_copy(update={"observed_at": i.observed_at or now,
                                        "thread": i.thread or i.source}) for i in inputs]
+        inputs = self._inherit_readers(tenant, inputs)
         plan = self._thread_plan(tenant, inputs)
         texts = [self.embed_text(before, self.line(i))
                  for i, before in zip(inputs, plan.before, strict=True)]
@@ -440,6 +443,25 @@ class Episodes:
                                                        reembed=bool(ahead) and new[ahead[-1]]))
         return plan
 
+    def _inherit_readers(self, tenant: str,
+                         inputs: list[EpisodeInput]) -> list[EpisodeInput]:
+        """A correction of a restricted episode is restricted alike (readers not given): known
+        before the batch is placed in its threads, so its context follows the rule too
+        (:func:`may_join`). The write transaction checks the target again
+        (:meth:`_check_supersedes`)."""
+        wanted = {i.supersedes.removeprefix("episode:") for i in inputs
+                  if i.supersedes is not None and i.readers is None}
+        if not wanted:
+            return inputs
+        with self._db.transaction(tenant, write=False) as tx:
+            readers = {r["id"]: load_json_list(r["readers"]) for r in tx.all(
+                f"SELECT id, readers FROM episodes WHERE tenant = ? AND id IN "
+                f"({marks(sorted(wanted))}) AND readers IS NOT NULL", (tenant, *sorted(wanted)))}
+        return [i.model_copy(update={"readers": readers[target]})
+                if i.supersedes is not None and i.readers is None
+                and (target := i.supersedes.removeprefix("episode:")) in readers else i
+                for i in inputs]
+
     def _check_supersedes(self, tx: Tx, item: EpisodeInput) -> EpisodeInput:
         assert item.supersedes is not None
         target = item.supersedes.removeprefix("episode:")
@@ -455,9 +477,21 @@ class Episodes:
 
     # -- retention and forget (inside the caller's transaction) ---------------------
     def delete_expired(self, tx: Tx, tenant: str, now: datetime) -> int:
-        """Delete the tenant's episodes past ``expires_at`` (a maintenance transaction)."""
-        return tx.execute("DELETE FROM episodes WHERE tenant = ? AND expires_at IS NOT NULL AND "
-                          "expires_at <= ?", (tenant, now))
+        """Delete the tenant's episodes past ``expires_at`` (a maintenance transaction); the
+        neighbours that carried one as thread context are re-indexed without it, as after
+        a forget (:meth:`refresh_neighbours`)."""
+        ids = [r["id"] for r in tx.all("SELECT id FROM episodes WHERE tenant = ? AND "
+                                       "expires_at IS NOT NULL AND expires_at <= ?",
+                                       (tenant, now))]
+        if not ids:
+            return 0
+        threads = self.threads_of(tx, tenant, ids)
+        gone = 0
+        for chunk in chunks(ids):
+            gone += tx.execute(f"DELETE FROM episodes WHERE tenant = ? AND id IN "
+                               f"({marks(chunk)})", (tenant, *chunk))
+        self.refresh_neighbours(tx, tenant, threads)
+        return gone
 
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
         """Delete (unless ``dry_run``) the episodes ``sel`` selects; their full-text entries
@@ -533,6 +567,8 @@ class Episodes:
             vectors = self._index.embed([self.embed_text(contexts[n][0], self.line(targets[n]))
                                          for n in moved])
             self._index.write(tx, "episodes", tenant, [entries[n] for n in moved], vectors)
+            if vectors is None:  # no embedder here: the old vectors hold the line that is gone
+                self._index.drop_vectors(tx, tenant, [targets[n]["id"] for n in moved])
         return len(entries)
 
     def _context_of(self, tx: Tx, tenant: str, row: Row) -> tuple[list[str], list[str]]:
@@ -720,12 +756,15 @@ class Episodes:
                 f"({marks(chunk)})", (tenant, *chunk))}
         return out
 
-    def subjects_named(self, tx: Tx, tenant: str, words: Sequence[str]) -> set[str]:
-        """Which of ``words`` are the subject of some episode of the tenant."""
+    def subjects_named(self, tx: Tx, where: str, params: Sequence[Any],
+                       words: Sequence[str]) -> set[str]:
+        """Which of ``words`` are the subject of some episode the caller may read (``where``,
+        alias ``r``: :meth:`filter_sql`): another scope's or reader's subjects never shape
+        the caller's search."""
         if not words:
             return set()
-        rows = tx.all(f"SELECT DISTINCT subject FROM episodes WHERE tenant = ? AND subject IN "
-                      f"({marks(words)})", (tenant, *words))
+        rows = tx.all(f"SELECT DISTINCT r.subject AS subject FROM episodes r WHERE "
+                      f"r.subject IN ({marks(words)}) AND {where}", (*words, *params))
         return {r["subject"] for r in rows}
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BackendError, MemstrataError
 from ..store.base import Database, Tx, VectorIndex
+from ..store.sql import chunks, marks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -110,6 +111,16 @@ class RecordIndex:
         index = self.vectors
         if index is not None and vectors is not None:
             index.add(tx, table, tenant, ids, vectors)
+
+
+    def drop_vectors(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
+        """Delete the vectors of these records, whatever model made them: for a record whose
+        vector was made from text that is gone (a forgotten or expired neighbour's line)
+        when there is no embedder to make it again. It is found by its words until a
+        ``reindex`` gives it a vector."""
+        for chunk in chunks(list(ids)):
+            tx.execute(f"DELETE FROM vectors WHERE tenant = ? AND record_id IN "
+                       f"({marks(chunk)})", (tenant, *chunk))
 
 
 class Embeddable(Protocol):

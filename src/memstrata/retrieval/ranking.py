@@ -235,12 +235,14 @@ _MAX_EPISODE_REL = W_LEXICAL + W_SEMANTIC + W_SUBJECT + W_PERIOD
 _NAME_RE = re.compile(r"[A-Za-z][\w\-]*")
 
 
-def named_subjects(src: RankSources, tx: Any, tenant: str, query: str) -> set[str]:
-    """Episode subjects (speakers, systems) the query names as a word."""
+def named_subjects(src: RankSources, tx: Any, where: str, params: Sequence[Any],
+                   query: str) -> set[str]:
+    """Subjects (speakers, systems) of the episodes the caller may read (``where``) that the
+    query names as a word."""
     words = {w for w in _NAME_RE.findall(query.replace("\u2019", "'").replace("'s", ""))
              if len(w) > 1}
     candidates = sorted(words | {w.lower() for w in words} | {w.title() for w in words})
-    return src.episodes.subjects_named(tx, tenant, candidates)
+    return src.episodes.subjects_named(tx, where, params, candidates)
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,7 @@ class _EpisodeCandidates:
                     all_common: AllCommon, *, with_vectors: bool) -> _EpisodeScorer:
         """Search the words and the subjects the query names (before the query vector is
         ready); returns the scorer of the matches."""
-        named = named_subjects(src, tx, req.scope.tenant, req.query)
+        named = named_subjects(src, tx, self.where, self.params, req.query)
         drop = sorted({w.lower() for n in named for w in n.split()})
         lex = dict(src.db.text_search(tx, "episodes", req.query, self.where, self.params,
                                       limit, drop=drop, all_common=all_common))
