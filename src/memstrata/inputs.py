@@ -175,12 +175,37 @@ def dates_arg(since: Any, until: Any) -> tuple[datetime | None, datetime | None]
     return start, end
 
 
+#: What a reference names: ``fact:ID``, ``episode:ID``, ``checkpoint:TASK@N``.
+REF_LAYERS = ("fact", "episode", "checkpoint")
+_REF_HINT = "references look like fact:ID, episode:ID or checkpoint:TASK@N"
+
+
+def ref_arg(value: Any, field: str = "ref") -> tuple[str, str]:
+    """A reference split into its layer and what names the record in it (``checkpoint``:
+    ``TASK@N``); ValidationError for another form."""
+    ref = text_arg(value, field, max_len=MAX_NAME + 20)
+    layer, colon, ident = ref.partition(":")
+    if not colon or layer not in REF_LAYERS or not ident:
+        raise ValidationError(f"not a reference: {ref!r}", hint=_REF_HINT)
+    if layer == "checkpoint":
+        task, at, version = ident.rpartition("@")
+        if not at or not task or not version.isdigit():
+            raise ValidationError(f"not a checkpoint reference: {ref!r}",
+                                  hint="checkpoint references name the task and the "
+                                       "version: checkpoint:TASK@N")
+    return layer, ident
+
+
 def ids_arg(value: Any, field: str) -> list[str]:
-    """A non-empty list of record ids or references (``fact:ID``): the bare ids."""
+    """A non-empty list of record ids or references (:func:`ref_arg`): the bare ids (a
+    checkpoint's ``TASK@N``)."""
     if isinstance(value, str | bytes) or not isinstance(value, Sequence | set | frozenset):
         raise ValidationError(f"{field} must be a list of ids, got {type(value).__name__}",
                               hint=f"e.g. {field}=['fact:01J...']")
-    out = [text_arg(item, field, max_len=MAX_NAME + 20).split(":", 1)[-1] for item in value]
+    out = []
+    for item in value:
+        text = text_arg(item, field, max_len=MAX_NAME + 20)
+        out.append(ref_arg(text, field)[1] if ":" in text else text)
     if not out:
         raise ValidationError(f"{field} is empty", hint="name at least one record")
     return out

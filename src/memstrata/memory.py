@@ -26,7 +26,7 @@ from .config import Config
 from .errors import MemstrataError, NotFound, ValidationError
 from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
-from .inputs import options_arg
+from .inputs import options_arg, ref_arg
 from .layers.checkpoints import Checkpoints, task_arg
 from .layers.episodes import Episodes, run_thread
 from .layers.facts import RETIRE_AFTER_CONTRADICTIONS, Facts
@@ -210,20 +210,13 @@ class Memory:
         """Open a reference returned by recall/search (``fact:ID``, ``episode:ID``,
         ``checkpoint:TASK@N``). With ``scope``, the record must apply to it and be
         readable by the principal, else NotFound (no existence leak)."""
-        if not isinstance(ref, str) or ":" not in ref:
-            raise ValidationError(f"not a reference: {ref!r}",
-                                  hint="references look like fact:ID or episode:ID")
-        layer, _, ident = ref.partition(":")
+        layer, ident = ref_arg(ref)
         if layer == "fact":
             return self.facts.get(ident, scope, principal=principal)
         if layer == "episode":
             return self.episodes.get(ident, scope, principal=principal)
         if layer == "checkpoint":
-            task, at, version = ident.rpartition("@")
-            if not at or not task or not version.isdigit():
-                raise ValidationError(f"not a checkpoint reference: {ref!r}",
-                                      hint="checkpoint references name the task and the "
-                                           "version: checkpoint:TASK@N")
+            task, _, version = ident.rpartition("@")
             if scope is None:
                 raise ValidationError("opening a checkpoint reference needs a scope",
                                       hint="pass scope=Scope(user=..., project=...)")
@@ -234,8 +227,7 @@ class Memory:
                                hint=f"mem.checkpoints.versions(scope, {task!r}) (CLI: memstrata "
                                     f"checkpoint show {task} --all-versions) lists them")
             return found[0]
-        raise ValidationError(f"unknown reference type {layer!r}",
-                              hint="fact:ID, episode:ID or checkpoint:TASK@N")
+        raise AssertionError(layer)  # ref_arg knows no other layer
 
     def recall(self, scope: Scope | dict[str, Any], query: str | None = None, *,
                decision: str = "lookup", layers: Sequence[str] | None = None, k: int = 5,

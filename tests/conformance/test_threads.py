@@ -394,3 +394,45 @@ def test_an_expired_or_forgotten_turn_leaves_its_neighbours_entries(
     with vmem.db.transaction(ALICE.tenant, write=False) as tx:
         assert tx.one("SELECT count(*) AS n FROM vectors WHERE tenant = ? AND "
                       "layer = 'episodes'", (ALICE.tenant,))["n"] == 3
+
+
+def test_a_malformed_reference_is_refused_by_forget_as_by_get(mem: Memory) -> None:
+    from memstrata import ValidationError
+
+    mem.checkpoints.save(ALICE, "t9", objective="keep this")
+    for ref in ("checkpoint:t9", "checkpoint:t9@abc", "checkpoint:t9@", "bogus:1",
+                "fact:", "checkpoint:@2"):
+        for call in (lambda r=ref: mem.forget(ALICE, record_ids=[r]),
+                     lambda r=ref: mem.get(r, scope=ALICE)):
+            with pytest.raises(ValidationError) as err:
+                call()
+            assert err.value.hint and "checkpoint:TASK@N" in err.value.hint
+    assert [cp.version for cp in mem.checkpoints.versions(ALICE, "t9")] == [1]
+    with pytest.raises(ValidationError) as bad:
+        mem.checkpoints.save(ALICE, "t9", plan="step one")
+    assert bad.value.hint and "list of strings" in bad.value.hint
+
+
+def test_the_cli_saves_a_checkpoint_with_its_vector(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memstrata.cli import cli
+
+    url = f"sqlite:///{tmp_path}/v.db"
+    env = {"MEMSTRATA_HOME": str(tmp_path), "MEMSTRATA_URL": url, "MEMSTRATA_USER": "alice",
+           "MEMSTRATA_PROJECT": "billing", "MEMSTRATA_EMBEDDER": "minilm"}
+    runner = CliRunner()
+    for args in (["save", "migrate-db", "--objective", "Move the billing tables to Postgres 16"],
+                 ["save", "migrate-db", "--next-action", "restore the dump"],
+                 ["close", "migrate-db", "--outcome", "done: cut over on Sunday"]):
+        assert runner.invoke(cli, ["checkpoint", *args], env=env).exit_code == 0
+    mem = Memory.open(url, embedder="minilm")
+    try:
+        with mem.db.transaction("default", write=False) as tx:
+            layers = sorted(r["layer"] for r in tx.all("SELECT layer FROM vectors"))
+        assert layers == ["checkpoints"] * 3 + ["episodes"]  # the outcome episode too
+        found = mem.recall(Scope(user="alice", project="billing"),
+                           "which database version were we upgrading to?", layers=["handoffs"])
+        assert found.items and found.items[0].task == "migrate-db"
+    finally:
+        mem.close()

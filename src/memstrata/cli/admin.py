@@ -155,7 +155,7 @@ def checkpoint_save(as_json: bool, task: str, objective: str | None, next_action
                          ("plan", plan), ("source_refs", source_refs)):
         if values:
             fields[name] = list(values)
-    mem = open_memory(embedder=None)
+    mem = open_memory()  # the configured embedder: a version gets its vector when saved
     cp = mem.checkpoints.save(current_scope(), task, by="cli", **fields)
     if as_json:
         emit_json(cp)
@@ -170,7 +170,7 @@ def checkpoint_save(as_json: bool, task: str, objective: str | None, next_action
 @click.option("--outcome", default=None, help="How the task ended (also logged as an episode).")
 def checkpoint_close(as_json: bool, task: str, outcome: str | None) -> None:
     """End TASK: it leaves working context and session context; its history stays."""
-    mem = open_memory(embedder=None)
+    mem = open_memory()  # the closing version and its outcome episode get their vectors
     cp = mem.checkpoints.close(current_scope(), task, outcome=outcome, by="cli")
     if as_json:
         emit_json(cp)

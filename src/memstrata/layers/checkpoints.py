@@ -71,7 +71,11 @@ def _clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
             else:
                 out[name] = redact_secrets(clean_text(value, field=name, max_len=MAX_TEXT))[0]
         except ValueError as exc:
-            raise ValidationError(str(exc)) from exc
+            hint = (f"give {name} as a list of strings, e.g. {name}=['first step']"
+                    if name in _LIST_FIELDS else
+                    f"give {name} as text of at most {MAX_TEXT} characters, without NUL "
+                    "or control characters")
+            raise ValidationError(str(exc), hint=hint) from exc
     return out
 
 
