@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .clock import Clock, SystemClock
 from .config import Config
-from .errors import MemstrataError, NotFound, ValidationError
+from .errors import BackendError, MemstrataError, NotFound, ValidationError
 from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
 from .inputs import options_arg, ref_arg
@@ -298,9 +298,18 @@ class Memory:
         records were embedded."""
         total = _reindex(self.index, [self.facts, self.episodes, self.checkpoints],
                          progress=progress)
-        for tenant in self.db.tenants():
-            with self.db.transaction(tenant) as tx:
-                self.episodes.rebuild_restricted_threads(tx, tenant)
+        rewritten: list[str] = []
+        try:
+            for tenant in self.db.tenants():
+                with self.db.transaction(tenant) as tx:
+                    self.episodes.rebuild_restricted_threads(tx, tenant)
+                rewritten.append(tenant)
+        except MemstrataError as exc:
+            raise BackendError(
+                f"the reindex re-embedded all {total} records, then stopped rewriting the word "
+                f"index of threads with restricted turns: {exc}",
+                hint="run the reindex again (it starts over)",
+                done={"embedded": total, "total": total, "rewritten": rewritten}) from exc
         return total
 
     def doctor(self) -> list[str]:

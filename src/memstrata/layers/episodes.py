@@ -120,6 +120,8 @@ def _around(readers: Sequence[frozenset[str] | None], pos: int,
     before = [i for i in range(pos - 1, -1, -1) if may_join(mine, readers[i])][:width]
     after = [i for i in range(pos + 1, len(readers)) if may_join(mine, readers[i])][:width]
     return before[::-1], after, len(before) < width, len(after) < width
+
+
 #: How many stored episodes after a batch's first one are read to place the batch, and
 #: before it (their contexts may skip restricted turns: :func:`may_join`).
 _PLACE_WINDOW = 500
@@ -453,10 +455,12 @@ class Episodes:
                   if i.supersedes is not None and i.readers is None}
         if not wanted:
             return inputs
+        readers: dict[str, list[str] | None] = {}
         with self._db.transaction(tenant, write=False) as tx:
-            readers = {r["id"]: load_json_list(r["readers"]) for r in tx.all(
-                f"SELECT id, readers FROM episodes WHERE tenant = ? AND id IN "
-                f"({marks(sorted(wanted))}) AND readers IS NOT NULL", (tenant, *sorted(wanted)))}
+            for chunk in chunks(sorted(wanted)):
+                readers.update((r["id"], load_json_list(r["readers"])) for r in tx.all(
+                    f"SELECT id, readers FROM episodes WHERE tenant = ? AND id IN "
+                    f"({marks(chunk)}) AND readers IS NOT NULL", (tenant, *chunk)))
         return [i.model_copy(update={"readers": readers[target]})
                 if i.supersedes is not None and i.readers is None
                 and (target := i.supersedes.removeprefix("episode:")) in readers else i
