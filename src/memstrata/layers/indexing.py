@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BackendError, MemstrataError
 from ..store.base import Database, Tx, VectorIndex
-from ..store.sql import chunks, marks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,9 +117,7 @@ class RecordIndex:
         vector was made from text that is gone (a forgotten or expired neighbour's line)
         when there is no embedder to make it again. It is found by its words until a
         ``reindex`` gives it a vector."""
-        for chunk in chunks(list(ids)):
-            tx.execute(f"DELETE FROM vectors WHERE tenant = ? AND record_id IN "
-                       f"({marks(chunk)})", (tenant, *chunk))
+        self.db.delete_vectors(tx, tenant, ids)
 
 
 class Embeddable(Protocol):

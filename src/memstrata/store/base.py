@@ -224,6 +224,11 @@ class Database(Protocol):
         """How many stored vectors (of any model) belong to these records."""
         ...
 
+    def delete_vectors(self, tx: Tx, tenant: str, record_ids: Sequence[str]) -> int:
+        """Delete the stored vectors (of any model) of these records, in the caller's
+        transaction (their rows stay); returns how many."""
+        ...
+
     def sync_vectors(self, tenant: str | None = None) -> None:
         """Scrub deleted vectors from the vector index's own files (where the engine keeps
         any beside the database), whatever model made them and whether or not this

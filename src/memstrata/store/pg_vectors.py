@@ -213,6 +213,15 @@ class PgVectorIndex:
         """Nothing to do: pgvector's index lives in the database."""
 
 
+def delete_vectors(tx: Tx, tenant: str, record_ids: Sequence[str]) -> int:
+    """Delete these records' vectors (any model) in the caller's transaction."""
+    gone = 0
+    for chunk in chunks(list(record_ids)):
+        gone += int(_pg(tx).raw_execute("DELETE FROM vectors WHERE tenant = %s AND "
+                                        "record_id = ANY(%s)", (tenant, list(chunk))) or 0)
+    return gone
+
+
 def _pg(tx: Tx) -> PgTx:
     if not isinstance(tx, PgTx):
         raise ConfigError("the pgvector index needs a transaction of its PostgreSQL database")
@@ -242,4 +251,4 @@ def _best(rows: list[dict[str, Any]], k: int) -> list[tuple[str, float]]:
     return scored[:k]
 
 
-__all__ = ["PgVectorIndex"]
+__all__ = ["PgVectorIndex", "delete_vectors"]

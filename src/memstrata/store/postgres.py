@@ -510,6 +510,11 @@ class PostgresDatabase:
     def sync_vectors(self, tenant: str | None = None) -> None:
         """Nothing to do: the database is the index."""
 
+    def delete_vectors(self, tx: Any, tenant: str, record_ids: Sequence[str]) -> int:
+        from .pg_vectors import delete_vectors
+
+        return delete_vectors(tx, tenant, record_ids)
+
     def vector_count(self, tx: Any, tenant: str, record_ids: Sequence[str]) -> int:
         total = 0
         for chunk in chunks(list(record_ids)):

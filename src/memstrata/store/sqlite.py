@@ -345,6 +345,11 @@ class SQLiteDatabase:
 
         sync_files(self, directory, tenant)
 
+    def delete_vectors(self, tx: Any, tenant: str, record_ids: Sequence[str]) -> int:
+        from .sqlite_vectors import delete_vectors
+
+        return delete_vectors(tx, tenant, record_ids)
+
     def vector_count(self, tx: Any, tenant: str, record_ids: Sequence[str]) -> int:
         total = 0
         for chunk in chunks(record_ids):

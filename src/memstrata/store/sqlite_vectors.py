@@ -118,6 +118,16 @@ def largest(values: np.ndarray, count: int) -> np.ndarray:
     return np.argpartition(values, n - count)[n - count:]
 
 
+def delete_vectors(tx: Tx, tenant: str, record_ids: Sequence[str]) -> int:
+    """Delete these records' vectors (any model) in the caller's transaction; the files
+    lose them at the next sync (the delete counter moves)."""
+    gone = 0
+    for chunk in chunks(list(record_ids)):
+        gone += tx.execute(f"DELETE FROM vectors WHERE tenant = ? AND record_id IN "
+                           f"({marks(chunk)})", (tenant, *chunk))
+    return gone
+
+
 def _epoch(value: Any, default: float) -> float:
     dt = from_text(value)
     return dt.timestamp() if dt is not None else default
@@ -487,4 +497,4 @@ class SQLiteVectorIndex:
             self._fact_vectors.clear()
             self._store_id = None
 
-__all__ = ["SQLiteVectorIndex"]
+__all__ = ["SQLiteVectorIndex", "delete_vectors"]
