@@ -294,8 +294,8 @@ class Memory:
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Re-embed every fact, episode and checkpoint version with the current embedder
         (after a model change), and rewrite the lexical entries of the threads that hold a
-        restricted turn (:meth:`Episodes.rebuild_restricted_threads`); returns how many
-        records were embedded."""
+        restricted or expiring turn (:meth:`Episodes.rebuild_restricted_threads`); returns
+        how many records were embedded."""
         total = _reindex(self.index, [self.facts, self.episodes, self.checkpoints],
                          progress=progress)
         rewritten: list[str] = []
@@ -307,7 +307,7 @@ class Memory:
         except MemstrataError as exc:
             raise BackendError(
                 f"the reindex re-embedded all {total} records, then stopped rewriting the word "
-                f"index of threads with restricted turns: {exc}",
+                f"index of threads with restricted or expiring turns: {exc}",
                 hint="run the reindex again (it starts over)",
                 done={"embedded": total, "total": total, "rewritten": rewritten}) from exc
         return total

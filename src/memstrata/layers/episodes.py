@@ -22,8 +22,9 @@ Contract:
   ``observed_at``. The rows stay append-only; their index entries are refreshed when a
   neighbour arrives (the earlier turns gain it as following context, and a turn that lands
   before others changes their previous line, so they are re-embedded too). A turn
-  restricted to some readers joins the context of only those turns whose every reader may
-  read it (:func:`may_join`): its words and meaning never reach an open neighbour's entry.
+  restricted to some readers, or that expires, joins the context of only those turns whose
+  every reader may read it, for no longer than it lasts (:func:`may_join`): its words and
+  meaning never reach the entry of a neighbour others may read, or that outlives it.
 - When an episode is forgotten or swept (expired), the neighbours that carried it as
   context are re-indexed from what remains (:meth:`Episodes.refresh_neighbours`); without
   an embedder, the one whose vector was made with its line loses that vector (found by
@@ -98,20 +99,35 @@ _SCORE_SELECT = ("SELECT r.tenant, r.id, r.text, r.event, r.subject, r.observed_
 CONTEXT_EPISODES = 2
 
 
-def may_join(reader_of: frozenset[str] | None, line_of: frozenset[str] | None) -> bool:
-    """Whether an episode restricted to ``line_of`` readers (None: anyone in scope) may be
-    in the thread context of one restricted to ``reader_of``: only when whoever may read
-    the second may read the first. A restricted turn never speaks through the index entry
-    (words or vector) of a neighbour others may read."""
-    return line_of is None or (reader_of is not None and reader_of <= line_of)
+@dataclass(frozen=True)
+class Access:
+    """Who may read an episode (None: anyone in its scope) and until when (None: no end)."""
+
+    readers: frozenset[str] | None
+    expires: datetime | None
 
 
-def _readers(item: EpisodeInput | Row) -> frozenset[str] | None:
-    value = item.readers if isinstance(item, EpisodeInput) else load_json_list(item["readers"])
-    return None if value is None else frozenset(value)
+def may_join(reader_of: Access, line_of: Access) -> bool:
+    """Whether the second episode may be in the thread context of the first: only when
+    whoever may read the first may read the second, for as long (it expires no earlier). A
+    restricted turn never speaks through the index entry (words or vector) of a neighbour
+    others may read, nor an expiring one through a neighbour that outlives it."""
+    readers = line_of.readers is None or (
+        reader_of.readers is not None and reader_of.readers <= line_of.readers)
+    lasts = line_of.expires is None or (
+        reader_of.expires is not None and reader_of.expires <= line_of.expires)
+    return readers and lasts
 
 
-def _around(readers: Sequence[frozenset[str] | None], pos: int,
+def _access(item: EpisodeInput | Row) -> Access:
+    if isinstance(item, EpisodeInput):
+        readers, expires = item.readers, item.expires_at
+    else:
+        readers, expires = load_json_list(item["readers"]), from_text(item["expires_at"])
+    return Access(None if readers is None else frozenset(readers), expires)
+
+
+def _around(readers: Sequence[Access], pos: int,
             width: int = CONTEXT_EPISODES) -> tuple[list[int], list[int], bool, bool]:
     """The positions of the ``width`` episodes before and after ``pos`` in a thread's
     sequence that may join its context (:func:`may_join`), nearest last / first, and
@@ -428,7 +444,7 @@ class Episodes:
                 seq += [(inputs[n].observed_at, 1, n) for n in members]
                 seq.sort(key=lambda x: (x[0], x[1]))  # stable: stored first at equal times
                 lines = [self.line(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
-                readers = [_readers(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
+                readers = [_access(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
                 new = [isinstance(x, int) for _, _, x in seq]
                 # what was read is cut at both ends: a stored row whose context reaches past
                 # a cut edge is context only (its own context is not all here)
@@ -578,16 +594,17 @@ class Episodes:
     def _context_of(self, tx: Tx, tenant: str, row: Row) -> tuple[list[str], list[str]]:
         """The lines before and after a stored episode in its thread that may join its
         context (:func:`may_join`), as stored now."""
-        mine = _readers(row)
+        mine = _access(row)
         sides = []
         for cmp, order in (("<", "DESC"), (">", "ASC")):
             near = tx.all(
-                "SELECT event, text, outcome, subject, readers FROM episodes WHERE tenant = ? "
+                "SELECT event, text, outcome, subject, readers, expires_at FROM episodes WHERE "
+                "tenant = ? "
                 f"AND scope_key = ? AND thread = ? AND (observed_at {cmp} ? OR (observed_at = "
                 f"? AND id {cmp} ?)) ORDER BY observed_at {order}, id {order} LIMIT ?",
                 (tenant, row["scope_key"], row["thread"] or row["source"], row["observed_at"],
                  row["observed_at"], row["id"], _PLACE_BACK))
-            sides.append([r for r in near if may_join(mine, _readers(r))][:CONTEXT_EPISODES])
+            sides.append([r for r in near if may_join(mine, _access(r))][:CONTEXT_EPISODES])
         earlier, later = sides
         return [self.line(r) for r in reversed(earlier)], [self.line(r) for r in later]
 
@@ -599,15 +616,15 @@ class Episodes:
 
     def rebuild_restricted_threads(self, tx: Tx, tenant: str) -> int:
         """Rewrite the lexical entries of every episode in a thread that holds a restricted
-        turn, by :func:`may_join` (entries written before the rule carried such turns to
-        their open neighbours); returns how many. Vectors are re-made by ``reindex``."""
+        or expiring turn, by :func:`may_join` (entries written before the rule carried such
+        turns to their neighbours); returns how many. Vectors are re-made by ``reindex``."""
         entries: list[IndexEntry] = []
         for t in tx.all("SELECT DISTINCT scope_key, thread FROM episodes WHERE tenant = ? "
-                        "AND readers IS NOT NULL", (tenant,)):
+                        "AND (readers IS NOT NULL OR expires_at IS NOT NULL)", (tenant,)):
             rows = tx.all(f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? "
                           "ORDER BY r.observed_at, r.id", (tenant, t["scope_key"], t["thread"]))
             lines = [self.line(r) for r in rows]
-            readers = [_readers(r) for r in rows]
+            readers = [_access(r) for r in rows]
             for pos, row in enumerate(rows):
                 ahead, behind, _, _ = _around(readers, pos)
                 entries.append(IndexEntry(
@@ -621,14 +638,14 @@ class Episodes:
         """(id, embed text) of every episode of the tenant, thread by thread, for a reindex."""
         out: list[tuple[str, str]] = []
         thread: tuple[str, str] | None = None
-        earlier: list[tuple[str, frozenset[str] | None]] = []
-        for row in tx.all("SELECT id, event, text, outcome, subject, readers, scope_key, thread "
-                          "FROM episodes WHERE tenant = ? ORDER BY scope_key, thread, "
-                          "observed_at, id", (tenant,)):
+        earlier: list[tuple[str, Access]] = []
+        for row in tx.all("SELECT id, event, text, outcome, subject, readers, expires_at, "
+                          "scope_key, thread FROM episodes WHERE tenant = ? ORDER BY scope_key, "
+                          "thread, observed_at, id", (tenant,)):
             key = (row["scope_key"], row["thread"])
             if key != thread:
                 thread, earlier = key, []
-            line, mine = self.line(row), _readers(row)
+            line, mine = self.line(row), _access(row)
             joined = [text for text, readers in earlier if may_join(mine, readers)]
             out.append((row["id"], self.embed_text(joined[-CONTEXT_EPISODES:], line)))
             earlier = [*earlier, (line, mine)][-_PLACE_BACK:]
