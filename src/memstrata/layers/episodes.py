@@ -23,7 +23,8 @@ Contract:
   neighbour arrives (the earlier turns gain it as following context, and a turn that lands
   before others changes their previous line, so they are re-embedded too). A turn
   restricted to some readers, or that expires, joins the context of only those turns whose
-  every reader may read it, for no longer than it lasts (:func:`may_join`): its words and
+  every reader may read it, for no longer than it lasts
+  (:func:`memstrata.layers.threads.may_join`, with the rest of the thread context): its words and
   meaning never reach the entry of a neighbour others may read, or that outlives it.
 - When an episode is forgotten or swept (expired), the neighbours that carried it as
   context are re-indexed from what remains (:meth:`Episodes.refresh_neighbours`); without
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -85,6 +85,7 @@ from ..store.sql import chunks, contains_sql, like_param, marks
 from ..tokens import count_tokens
 from .indexing import IndexEntry, RecordIndex
 from .selector import Selector
+from .threads import CONTEXT_EPISODES, ThreadIndex
 
 COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
            "confidence, expires_at, supersedes, readers, flags, subject, thread")
@@ -95,53 +96,6 @@ _SCORE_SELECT = ("SELECT r.tenant, r.id, r.text, r.event, r.subject, r.observed_
                  "r.source, r.outcome, r.flags, r.thread, r.s_user, r.s_project, r.s_agent, "
                  "EXISTS (SELECT 1 FROM episodes s WHERE s.tenant = r.tenant AND "
                  "s.supersedes = r.id) AS superseded FROM episodes r")
-#: How many episodes before (and after) one in its thread are indexed as its context.
-CONTEXT_EPISODES = 2
-
-
-@dataclass(frozen=True)
-class Access:
-    """Who may read an episode (None: anyone in its scope) and until when (None: no end)."""
-
-    readers: frozenset[str] | None
-    expires: datetime | None
-
-
-def may_join(reader_of: Access, line_of: Access) -> bool:
-    """Whether the second episode may be in the thread context of the first: only when
-    whoever may read the first may read the second, for as long (it expires no earlier). A
-    restricted turn never speaks through the index entry (words or vector) of a neighbour
-    others may read, nor an expiring one through a neighbour that outlives it."""
-    readers = line_of.readers is None or (
-        reader_of.readers is not None and reader_of.readers <= line_of.readers)
-    lasts = line_of.expires is None or (
-        reader_of.expires is not None and reader_of.expires <= line_of.expires)
-    return readers and lasts
-
-
-def _access(item: EpisodeInput | Row) -> Access:
-    if isinstance(item, EpisodeInput):
-        readers, expires = item.readers, item.expires_at
-    else:
-        readers, expires = load_json_list(item["readers"]), from_text(item["expires_at"])
-    return Access(None if readers is None else frozenset(readers), expires)
-
-
-def _around(readers: Sequence[Access], pos: int,
-            width: int = CONTEXT_EPISODES) -> tuple[list[int], list[int], bool, bool]:
-    """The positions of the ``width`` episodes before and after ``pos`` in a thread's
-    sequence that may join its context (:func:`may_join`), nearest last / first, and
-    whether each side ran out of the sequence first."""
-    mine = readers[pos]
-    before = [i for i in range(pos - 1, -1, -1) if may_join(mine, readers[i])][:width]
-    after = [i for i in range(pos + 1, len(readers)) if may_join(mine, readers[i])][:width]
-    return before[::-1], after, len(before) < width, len(after) < width
-
-
-#: How many stored episodes after a batch's first one are read to place the batch, and
-#: before it (their contexts may skip restricted turns: :func:`may_join`).
-_PLACE_WINDOW = 500
-_PLACE_BACK = 8 * CONTEXT_EPISODES
 #: Text columns a forget ``match`` searches.
 _TEXT_COLUMNS = ("text", "event", "evidence", "outcome", "source")
 
@@ -228,25 +182,6 @@ def _hit(eid: str, text: str, score: float, superseded: bool, terms_: Sequence[s
                tokens=count_tokens(shown))
 
 
-@dataclass
-class _Neighbour:
-    """A stored episode whose thread context changes, and its new context."""
-
-    row: Row
-    before: list[str]
-    after: list[str]
-    reembed: bool = False
-
-
-@dataclass
-class _Plan:
-    """Where a batch lands in its threads (see :meth:`Episodes._thread_plan`)."""
-
-    before: list[list[str]]
-    after: list[list[str]]
-    refresh: list[_Neighbour] = field(default_factory=list)
-
-
 #: A ranked search of the log: ``(scope, query, k, since, until, principal) -> hits``.
 HistorySearch = Callable[[Scope, str, int, datetime | None, datetime | None, str | None],
                          list[Hit]]
@@ -265,6 +200,8 @@ class Episodes:
         self._index = index
         self._default_tenant = default_tenant
         self._ranked: HistorySearch | None = None
+        self._threads = ThreadIndex(db, index, clock, select=_SELECT, line=self.line,
+                                    index_text=self.index_text, embed_text=self.embed_text)
 
     def bind_ranker(self, search: HistorySearch) -> None:
         """Let :meth:`search` rank with the store's ranker. The facade binds the gate's, so
@@ -362,7 +299,7 @@ class Episodes:
         inputs = [i.model_copy(update={"observed_at": i.observed_at or now,
                                        "thread": i.thread or i.source}) for i in inputs]
         inputs = self._inherit_readers(tenant, inputs)
-        plan = self._thread_plan(tenant, inputs)
+        plan = self._threads.plan(tenant, inputs)
         texts = [self.embed_text(before, self.line(i))
                  for i, before in zip(inputs, plan.before, strict=True)]
         moved = [n for n, r in enumerate(plan.refresh) if r.reembed]
@@ -388,22 +325,9 @@ class Episodes:
                                                            plan.after, strict=True)]
             self._index.write(tx, "episodes", tenant, entries,
                               None if vectors is None else vectors[:len(inputs)])
-            self._refresh(tx, tenant, plan.refresh, moved,
+            self._threads.refresh(tx, tenant, plan.refresh, moved,
                           None if vectors is None else vectors[len(inputs):])
             return list(self._read_many(tx, tenant, ids).values())
-
-    def _refresh(self, tx: Tx, tenant: str, targets: Sequence[_Neighbour],
-                 moved: Sequence[int], vectors: Any) -> None:
-        """Rewrite the index entries of stored neighbours whose context changed (with their
-        new vectors when their previous line changed), each entry once."""
-        entries = [IndexEntry(t.row["id"], self.index_text(t.row, from_text(
-            t.row["observed_at"]) or self._clock.now()), " ".join([*t.before, *t.after]))
-            for t in targets]
-        kept = set(moved) if vectors is not None else set()
-        self._index.write(tx, "episodes", tenant,
-                          [e for n, e in enumerate(entries) if n not in kept])
-        if kept:
-            self._index.write(tx, "episodes", tenant, [entries[n] for n in moved], vectors)
 
     def _screen(self, item: EpisodeInput) -> EpisodeInput:
         """Secrets redacted in every stored string; the trust flags of the text."""
@@ -416,56 +340,11 @@ class Episodes:
             return item
         return item.model_copy(update={**updates, "flags": sorted({*item.flags, *flags})})
 
-    def _thread_plan(self, tenant: str, inputs: Sequence[EpisodeInput]) -> _Plan:
-        """Place each input in its thread (scope + thread, by observed time, stored episodes
-        before new ones at equal times): the lines before and after it, and the stored
-        neighbours whose context changes."""
-        plan = _Plan(before=[[] for _ in inputs], after=[[] for _ in inputs])
-        groups: dict[tuple[str, str], list[int]] = {}
-        for n, item in enumerate(inputs):
-            assert item.thread is not None
-            groups.setdefault((item.scope.key, item.thread), []).append(n)
-        with self._db.transaction(tenant, write=False) as tx:
-            for (scope_key, thread), members in groups.items():
-                first = min(inputs[n].observed_at for n in members)  # type: ignore[type-var]
-                # twice the context back: the stored turns whose following context changes
-                # need their own earlier context too
-                earlier = tx.all(
-                    f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                    "r.observed_at <= ? ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
-                    (tenant, scope_key, thread, first, _PLACE_BACK))
-                later = tx.all(
-                    f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                    "r.observed_at > ? ORDER BY r.observed_at, r.id LIMIT ?",
-                    (tenant, scope_key, thread, first, _PLACE_WINDOW))
-                seq: list[tuple[Any, int, Row | int]] = [
-                    (from_text(r["observed_at"]), 0, r) for r in reversed(earlier)]
-                seq += [(from_text(r["observed_at"]), 0, r) for r in later]
-                seq += [(inputs[n].observed_at, 1, n) for n in members]
-                seq.sort(key=lambda x: (x[0], x[1]))  # stable: stored first at equal times
-                lines = [self.line(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
-                readers = [_access(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
-                new = [isinstance(x, int) for _, _, x in seq]
-                # what was read is cut at both ends: a stored row whose context reaches past
-                # a cut edge is context only (its own context is not all here)
-                cut_low = len(earlier) == _PLACE_BACK
-                cut_high = len(later) == _PLACE_WINDOW
-                for pos, (_, _, x) in enumerate(seq):
-                    ahead, behind, start, end = _around(readers, pos)
-                    before, after = [lines[i] for i in ahead], [lines[i] for i in behind]
-                    if isinstance(x, int):
-                        plan.before[x], plan.after[x] = before, after
-                    elif not (start and cut_low) and not (end and cut_high) and any(
-                            new[i] for i in (*ahead, *behind)):
-                        plan.refresh.append(_Neighbour(x, before, after,
-                                                       reembed=bool(ahead) and new[ahead[-1]]))
-        return plan
-
     def _inherit_readers(self, tenant: str,
                          inputs: list[EpisodeInput]) -> list[EpisodeInput]:
         """A correction of a restricted episode is restricted alike (readers not given): known
         before the batch is placed in its threads, so its context follows the rule too
-        (:func:`may_join`). The write transaction checks the target again
+        (:func:`~memstrata.layers.threads.may_join`). The write transaction checks the target again
         (:meth:`_check_supersedes`)."""
         wanted = {i.supersedes.removeprefix("episode:") for i in inputs
                   if i.supersedes is not None and i.readers is None}
@@ -532,124 +411,28 @@ class Episodes:
     def threads_of(self, tx: Tx, tenant: str,
                    ids: Sequence[str]) -> list[tuple[str, str, Any, str]]:
         """(scope key, thread, observed_at, id) of these episodes: where their neighbours
-        are."""
-        out: list[tuple[str, str, Any, str]] = []
-        for chunk in chunks(list(ids)):
-            out += [(r["scope_key"], r["thread"] or r["source"], r["observed_at"], r["id"])
-                    for r in tx.all(
-                        f"SELECT id, scope_key, thread, source, observed_at FROM episodes "
-                        f"WHERE tenant = ? AND id IN ({marks(chunk)})", (tenant, *chunk))]
-        return out
+        are (:meth:`ThreadIndex.threads_of`)."""
+        return self._threads.threads_of(tx, tenant, ids)
 
     def refresh_neighbours(self, tx: Tx, tenant: str,
                            threads: Sequence[tuple[str, str, Any, str]]) -> int:
-        """Re-index the episodes that had a forgotten episode in their thread context (the
-        ones before it and after it): their lexical context is rebuilt from the episodes
-        that remain, and the vector of the one that followed it (the only vector made with
-        its line, :meth:`embed_text`), so a forgotten text survives in no neighbour's index
-        entry. Returns how many entries were rebuilt."""
-        seen: set[str] = set()
-        targets: list[Row] = []
-        followers: set[str] = set()
-        for scope_key, thread, observed, gone in threads:
-            nxt = tx.one(
-                f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "(r.observed_at > ? OR (r.observed_at = ? AND r.id > ?)) ORDER BY "
-                "r.observed_at, r.id LIMIT 1", (tenant, scope_key, thread, observed, observed,
-                                                gone))
-            if nxt is not None:
-                followers.add(nxt["id"])
-                if nxt["id"] not in seen:
-                    seen.add(nxt["id"])
-                    targets.append(nxt)
-            around = [*tx.all(
-                f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "r.observed_at >= ? ORDER BY r.observed_at, r.id LIMIT ?",
-                (tenant, scope_key, thread, observed, CONTEXT_EPISODES)), *tx.all(
-                f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "r.observed_at <= ? ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
-                (tenant, scope_key, thread, observed, CONTEXT_EPISODES))]
-            for row in around:
-                if row["id"] not in seen:
-                    seen.add(row["id"])
-                    targets.append(row)
-        if not targets:
-            return 0
-        contexts = [self._context_of(tx, tenant, row) for row in targets]
-        entries = [IndexEntry(row["id"], self.index_text(row, from_text(row["observed_at"])
-                                                         or self._clock.now()),
-                              " ".join([*before, *after]))
-                   for row, (before, after) in zip(targets, contexts, strict=True)]
-        moved = [n for n, row in enumerate(targets) if row["id"] in followers]
-        self._index.write(tx, "episodes", tenant,
-                          [e for e in entries if e.record_id not in followers])
-        if moved:
-            vectors = self._index.embed([self.embed_text(contexts[n][0], self.line(targets[n]))
-                                         for n in moved])
-            self._index.write(tx, "episodes", tenant, [entries[n] for n in moved], vectors)
-            if vectors is None:  # no embedder here: the old vectors hold the line that is gone
-                self._index.drop_vectors(tx, tenant, [targets[n]["id"] for n in moved])
-        return len(entries)
+        """Re-index the neighbours of deleted episodes (:meth:`ThreadIndex.refresh_neighbours`)."""
+        return self._threads.refresh_neighbours(tx, tenant, threads)
 
-    def _context_of(self, tx: Tx, tenant: str, row: Row) -> tuple[list[str], list[str]]:
-        """The lines before and after a stored episode in its thread that may join its
-        context (:func:`may_join`), as stored now."""
-        mine = _access(row)
-        sides = []
-        for cmp, order in (("<", "DESC"), (">", "ASC")):
-            near = tx.all(
-                "SELECT event, text, outcome, subject, readers, expires_at FROM episodes WHERE "
-                "tenant = ? "
-                f"AND scope_key = ? AND thread = ? AND (observed_at {cmp} ? OR (observed_at = "
-                f"? AND id {cmp} ?)) ORDER BY observed_at {order}, id {order} LIMIT ?",
-                (tenant, row["scope_key"], row["thread"] or row["source"], row["observed_at"],
-                 row["observed_at"], row["id"], _PLACE_BACK))
-            sides.append([r for r in near if may_join(mine, _access(r))][:CONTEXT_EPISODES])
-        earlier, later = sides
-        return [self.line(r) for r in reversed(earlier)], [self.line(r) for r in later]
+    def rebuild_restricted_threads(self, tx: Tx, tenant: str) -> int:
+        """Rewrite the threads that hold restricted or expiring turns
+        (:meth:`ThreadIndex.rebuild_restricted_threads`)."""
+        return self._threads.rebuild_restricted_threads(tx, tenant)
+
+    def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:
+        """(id, embed text) of every episode of the tenant, for a reindex."""
+        return self._threads.embed_items(tx, tenant)
 
     def clear_links(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
         """Clear ``supersedes`` links that point at forgotten episodes."""
         for chunk in chunks(list(ids)):
             tx.execute(f"UPDATE episodes SET supersedes = NULL WHERE tenant = ? AND supersedes "
                        f"IN ({marks(chunk)})", (tenant, *chunk))
-
-    def rebuild_restricted_threads(self, tx: Tx, tenant: str) -> int:
-        """Rewrite the lexical entries of every episode in a thread that holds a restricted
-        or expiring turn, by :func:`may_join` (entries written before the rule carried such
-        turns to their neighbours); returns how many. Vectors are re-made by ``reindex``."""
-        entries: list[IndexEntry] = []
-        for t in tx.all("SELECT DISTINCT scope_key, thread FROM episodes WHERE tenant = ? "
-                        "AND (readers IS NOT NULL OR expires_at IS NOT NULL)", (tenant,)):
-            rows = tx.all(f"{_SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? "
-                          "ORDER BY r.observed_at, r.id", (tenant, t["scope_key"], t["thread"]))
-            lines = [self.line(r) for r in rows]
-            readers = [_access(r) for r in rows]
-            for pos, row in enumerate(rows):
-                ahead, behind, _, _ = _around(readers, pos)
-                entries.append(IndexEntry(
-                    row["id"], self.index_text(row, from_text(row["observed_at"])
-                                               or self._clock.now()),
-                    " ".join(lines[i] for i in (*ahead, *behind))))
-        self._index.write(tx, "episodes", tenant, entries)
-        return len(entries)
-
-    def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:
-        """(id, embed text) of every episode of the tenant, thread by thread, for a reindex."""
-        out: list[tuple[str, str]] = []
-        thread: tuple[str, str] | None = None
-        earlier: list[tuple[str, Access]] = []
-        for row in tx.all("SELECT id, event, text, outcome, subject, readers, expires_at, "
-                          "scope_key, thread FROM episodes WHERE tenant = ? ORDER BY scope_key, "
-                          "thread, observed_at, id", (tenant,)):
-            key = (row["scope_key"], row["thread"])
-            if key != thread:
-                thread, earlier = key, []
-            line, mine = self.line(row), _access(row)
-            joined = [text for text, readers in earlier if may_join(mine, readers)]
-            out.append((row["id"], self.embed_text(joined[-CONTEXT_EPISODES:], line)))
-            earlier = [*earlier, (line, mine)][-_PLACE_BACK:]
-        return out
 
     # -- reads ------------------------------------------------------------
     def get(self, episode_id: str, scope: Scope | dict[str, Any] | None = None, *,
