@@ -129,3 +129,13 @@ def test_the_old_flat_module_paths_still_import_with_a_warning() -> None:
         target = importlib.import_module(f"memstrata.{new}")
         assert any(issubclass(w.category, DeprecationWarning) for w in caught), old
         assert all(getattr(shim, n) is getattr(target, n) for n in target.__all__)
+
+
+def test_a_scope_built_directly_refuses_bad_fields_with_memstrata_s_error() -> None:
+    import pytest
+
+    for fields in ({"user": "al\x00ice"}, {"project": 5}, {"tenant": ""}, {"team": "x"}):
+        with pytest.raises(memstrata.ValidationError) as err:
+            memstrata.Scope(**fields)
+        assert err.value.hint and "nothing was stored" in err.value.hint
+    assert memstrata.Scope(user="alice", project="p").key == "u=alice;p=p;a="

@@ -120,6 +120,14 @@ class Scope(BaseModel):
     project: str | None = None
     agent: str | None = None
 
+    def __init__(self, **data: Any) -> None:
+        """``Scope(user=...)`` refuses bad fields with memstrata's ValidationError, as every
+        call that takes a scope does (pydantic's own error never reaches the caller)."""
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise refused(Scope, exc) from None
+
     @field_validator("tenant", mode="before")
     @classmethod
     def _tenant(cls, v: Any) -> str:
@@ -400,21 +408,25 @@ class Context(_Model):
 M = TypeVar("M", bound=BaseModel)
 
 
+def refused(model: type[BaseModel], exc: pydantic.ValidationError) -> ValidationError:
+    """memstrata's ValidationError for pydantic's, naming the bad fields of ``model``."""
+    problems, locs = [], []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or model.__name__
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        problems.append(f"{loc}: {msg}")
+        locs.append(loc)
+    return ValidationError(
+        f"invalid {model.__name__}: " + "; ".join(problems), problems=problems,
+        hint=f"correct {', '.join(dict.fromkeys(locs))} and try again; nothing was stored")
+
+
 def build(model: type[M], **fields: Any) -> M:
     """Construct ``model`` or raise memstrata's ValidationError naming the bad fields."""
     try:
         return model(**fields)
     except pydantic.ValidationError as exc:
-        problems, locs = [], []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or model.__name__
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"{loc}: {msg}")
-            locs.append(loc)
-        raise ValidationError(
-            f"invalid {model.__name__}: " + "; ".join(problems), problems=problems,
-            hint=f"correct {', '.join(dict.fromkeys(locs))} and try again; nothing was stored"
-        ) from None
+        raise refused(model, exc) from None
 
 
 def make_scope(scope: Scope | dict[str, Any] | None = None, **fields: Any) -> Scope:
