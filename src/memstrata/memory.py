@@ -215,19 +215,16 @@ class Memory:
             return self.facts.get(ident, scope, principal=principal)
         if layer == "episode":
             return self.episodes.get(ident, scope, principal=principal)
-        if layer == "checkpoint":
-            task, _, version = ident.rpartition("@")
-            if scope is None:
-                raise ValidationError("opening a checkpoint reference needs a scope",
-                                      hint="pass scope=Scope(user=..., project=...)")
-            found = [c for c in self.checkpoints.versions(scope, task)
-                     if c.version == int(version)]
-            if not found:
-                raise NotFound(f"no checkpoint {ref}",
-                               hint=f"mem.checkpoints.versions(scope, {task!r}) (CLI: memstrata "
-                                    f"checkpoint show {task} --all-versions) lists them")
-            return found[0]
-        raise AssertionError(layer)  # ref_arg knows no other layer
+        task, _, version = ident.rpartition("@")  # a checkpoint: ref_arg knows no other
+        if scope is None:
+            raise ValidationError("opening a checkpoint reference needs a scope",
+                                  hint="pass scope=Scope(user=..., project=...)")
+        found = [c for c in self.checkpoints.versions(scope, task) if c.version == int(version)]
+        if not found:
+            raise NotFound(f"no checkpoint {ref}",
+                           hint=f"mem.checkpoints.versions(scope, {task!r}) (CLI: memstrata "
+                                f"checkpoint show {task} --all-versions) lists them")
+        return found[0]
 
     def recall(self, scope: Scope | dict[str, Any], query: str | None = None, *,
                decision: str = "lookup", layers: Sequence[str] | None = None, k: int = 5,

@@ -262,14 +262,6 @@ class Checkpoints:
             task=task, outcome=closed.get("outcome"),
             **{f: data.get(f, [] if f in _LIST_FIELDS else None) for f in CHECKPOINT_FIELDS}))
 
-    @staticmethod
-    def vector_id(cp: Checkpoint) -> str:
-        """The record id this version's vector is stored under."""
-        if not isinstance(cp, Checkpoint):
-            raise ValidationError(f"vector_id takes a Checkpoint, not {type(cp).__name__}",
-                                  hint="pass a version from current(), versions() or get()")
-        return checkpoint_vector_id(cp.scope.key, cp.task, cp.version)
-
     def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:
         """(vector id, the text its vector is made from) of every version of the tenant
         (for ``reindex``)."""
@@ -329,26 +321,25 @@ class Checkpoints:
         by ids (``checkpoint:TASK@N``, the reference a handoff hit carries; none for a
         subject). Returns the reference of each version deleted (``checkpoint:TASK@N``)."""
         found = self._where(sel)
-        if found is None:
-            return []
-        where, params = found
-        rows = tx.all(f"SELECT r.task AS task, r.version AS version FROM checkpoints r "
-                      f"WHERE {where} ORDER BY r.task, r.version", params)
-        if rows and not dry_run:
-            tx.execute(f"DELETE FROM checkpoints AS r WHERE {where}", params)
+        rows = self._selected(tx, found)
+        if rows and found is not None and not dry_run:
+            tx.execute(f"DELETE FROM checkpoints AS r WHERE {found[0]}", found[1])
         return [f"checkpoint:{r['task']}@{int(r['version'])}" for r in rows]
 
     def vector_ids(self, tx: Tx, sel: Selector) -> list[str]:
         """The vector ids of the versions :meth:`forget_rows` deletes (their vectors go with
         them: a schema trigger)."""
-        found = self._where(sel)
+        return [checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"]))
+                for r in self._selected(tx, self._where(sel))]
+
+    @staticmethod
+    def _selected(tx: Tx, found: tuple[str, list[Any]] | None) -> list[Row]:
+        """The versions a :meth:`_where` filter selects (scope key, task, version)."""
         if found is None:
             return []
         where, params = found
-        return [checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"]))
-                for r in tx.all(f"SELECT r.scope_key AS scope_key, r.task AS task, "
-                                f"r.version AS version FROM checkpoints r WHERE {where}",
-                                params)]
+        return tx.all(f"SELECT r.scope_key AS scope_key, r.task AS task, r.version AS version "
+                      f"FROM checkpoints r WHERE {where} ORDER BY r.task, r.version", params)
 
     @staticmethod
     def _where(sel: Selector) -> tuple[str, list[Any]] | None:

@@ -102,7 +102,6 @@ class RecordIndex:
         if index is not None and vectors is not None:
             index.add(tx, table, tenant, [e.record_id for e in entries], vectors)
 
-
     def write_vectors(self, tx: Tx, table: str, tenant: str, ids: Sequence[str],
                       vectors: Any) -> None:
         """Write only vectors (a layer matched in words without a lexical index: checkpoint
@@ -110,7 +109,6 @@ class RecordIndex:
         index = self.vectors
         if index is not None and vectors is not None:
             index.add(tx, table, tenant, ids, vectors)
-
 
     def drop_vectors(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
         """Delete the vectors of these records, whatever model made them: for a record whose

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from ..clock import Clock, from_text
@@ -64,14 +65,17 @@ def access_of(item: Any) -> Access:
     return Access(None if readers is None else frozenset(readers), expires)
 
 
-def _around(readers: Sequence[Access], pos: int,
+def _around(access: Sequence[Access], pos: int,
             width: int = CONTEXT_EPISODES) -> tuple[list[int], list[int], bool, bool]:
     """The positions of the ``width`` episodes before and after ``pos`` in a thread's
     sequence that may join its context (:func:`may_join`), nearest last / first, and
     whether each side ran out of the sequence first."""
-    mine = readers[pos]
-    before = [i for i in range(pos - 1, -1, -1) if may_join(mine, readers[i])][:width]
-    after = [i for i in range(pos + 1, len(readers)) if may_join(mine, readers[i])][:width]
+    mine = access[pos]
+    # the nearest first, stopping at ``width``: a walk, not a scan of the whole thread
+    before = list(islice((i for i in range(pos - 1, -1, -1) if may_join(mine, access[i])),
+                         width))
+    after = list(islice((i for i in range(pos + 1, len(access)) if may_join(mine, access[i])),
+                        width))
     return before[::-1], after, len(before) < width, len(after) < width
 
 
@@ -144,25 +148,25 @@ class ThreadIndex:
                 seq += [(inputs[n].observed_at, 1, n) for n in members]
                 seq.sort(key=lambda x: (x[0], x[1]))  # stable: stored first at equal times
                 lines = [self.line(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
-                readers = [access_of(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
+                access = [access_of(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
                 new = [isinstance(x, int) for _, _, x in seq]
                 # what was read is cut at both ends: a stored row whose context reaches past
                 # a cut edge is context only (its own context is not all here)
                 cut_low = len(earlier) == _PLACE_BACK
                 cut_high = len(later) == _PLACE_WINDOW
                 for pos, (_, _, x) in enumerate(seq):
-                    ahead, behind, start, end = _around(readers, pos)
+                    ahead, behind, start, end = _around(access, pos)
                     before, after = [lines[i] for i in ahead], [lines[i] for i in behind]
                     if isinstance(x, int):
                         plan.before[x], plan.after[x] = before, after
                     elif not (start and cut_low) and not (end and cut_high) and any(
                             new[i] for i in (*ahead, *behind)):
                         plan.refresh.append(Neighbour(x, before, after,
-                                                       reembed=bool(ahead) and new[ahead[-1]]))
+                                                      reembed=bool(ahead) and new[ahead[-1]]))
         return plan
 
     def refresh(self, tx: Tx, tenant: str, targets: Sequence[Neighbour],
-                 moved: Sequence[int], vectors: Any) -> None:
+                moved: Sequence[int], vectors: Any) -> None:
         """Rewrite the index entries of stored neighbours whose context changed (with their
         new vectors when their previous line changed), each entry once."""
         entries = [IndexEntry(t.row["id"], self.index_text(t.row, from_text(
@@ -263,9 +267,9 @@ class ThreadIndex:
             rows = tx.all(f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? "
                           "ORDER BY r.observed_at, r.id", (tenant, t["scope_key"], t["thread"]))
             lines = [self.line(r) for r in rows]
-            readers = [access_of(r) for r in rows]
+            access = [access_of(r) for r in rows]
             for pos, row in enumerate(rows):
-                ahead, behind, _, _ = _around(readers, pos)
+                ahead, behind, _, _ = _around(access, pos)
                 entries.append(IndexEntry(
                     row["id"], self.index_text(row, from_text(row["observed_at"])
                                                or self._clock.now()),
@@ -274,22 +278,25 @@ class ThreadIndex:
         return len(entries)
 
     def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:
-        """(id, embed text) of every episode of the tenant, thread by thread, for a reindex."""
+        """(id, embed text) of every episode of the tenant, thread by thread, for a reindex:
+        its line after the nearest earlier one that may join it (:func:`_around`)."""
+        rows = tx.all("SELECT id, event, text, outcome, subject, readers, expires_at, "
+                      "scope_key, thread FROM episodes WHERE tenant = ? ORDER BY scope_key, "
+                      "thread, observed_at, id", (tenant,))
         out: list[tuple[str, str]] = []
-        thread: tuple[str, str] | None = None
-        earlier: list[tuple[str, Access]] = []
-        for row in tx.all("SELECT id, event, text, outcome, subject, readers, expires_at, "
-                          "scope_key, thread FROM episodes WHERE tenant = ? ORDER BY scope_key, "
-                          "thread, observed_at, id", (tenant,)):
-            key = (row["scope_key"], row["thread"])
-            if key != thread:
-                thread, earlier = key, []
-            line, mine = self.line(row), access_of(row)
-            joined = [text for text, readers in earlier if may_join(mine, readers)]
-            out.append((row["id"], self.embed_text(joined[-CONTEXT_EPISODES:], line)))
-            earlier = [*earlier, (line, mine)][-_PLACE_BACK:]
+        start = 0
+        for end in range(1, len(rows) + 1):
+            if end < len(rows) and (rows[end]["scope_key"], rows[end]["thread"]) == \
+                    (rows[start]["scope_key"], rows[start]["thread"]):
+                continue
+            thread = rows[start:end]  # one thread, in order
+            lines = [self.line(r) for r in thread]
+            access = [access_of(r) for r in thread]
+            for pos, row in enumerate(thread):
+                ahead = _around(access, pos)[0]
+                out.append((row["id"], self.embed_text([lines[i] for i in ahead], lines[pos])))
+            start = end
         return out
-
 
 __all__ = ["CONTEXT_EPISODES", "Access", "Neighbour", "Plan", "ThreadIndex", "access_of",
            "may_join"]

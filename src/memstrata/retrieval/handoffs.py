@@ -10,7 +10,6 @@ task, version, status (``closed`` with the outcome, or ``superseded``) and date.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -18,6 +17,8 @@ from typing import Any
 from ..layers.checkpoints import Checkpoints
 from ..layers.episodes import excerpt
 from ..models import Checkpoint, Hit, Scope
+from ..store.lexical import bm25_idf
+from ..store.sql import checkpoint_vector_id
 from ..tokens import count_tokens
 from .scoring import adjust_raw, fuse, held
 
@@ -44,12 +45,12 @@ def rank_handoffs(checkpoints: Checkpoints, tx: Any, scope: Scope, q_terms: Sequ
     words = {ref: held(q_terms, text) for ref, (*_, text) in found.items()}
     n = len(found)
     df = {q: sum(q in w for w in words.values()) for q in q_terms}
-    lex = {ref: sum(math.log(1 + (n - df[q] + 0.5) / (df[q] + 0.5)) for q in w)
-           for ref, w in words.items() if w}
+    lex = {ref: sum(bm25_idf(n, df[q]) for q in w) for ref, w in words.items() if w}
     cov = {ref: len(w) / len(q_terms) for ref, w in words.items() if q_terms}
     vec: dict[str, float] = {}
     if vectors is not None and qvec is not None:
-        by_id = {Checkpoints.vector_id(cp): ref for ref, (cp, *_) in found.items()}
+        by_id = {checkpoint_vector_id(cp.scope.key, cp.task, cp.version): ref
+                 for ref, (cp, *_) in found.items()}
         vec = {by_id[vid]: cos for vid, cos in vectors.record_scores(
             tx, scope.tenant, checkpoints.table, list(by_id), qvec).items()}
     out: list[Hit] = []

@@ -41,7 +41,6 @@ from .scoring import (
     adjust_raw,
     coverage,
     fuse,
-    held,
     rank_order,
     semantic,
 )
@@ -502,4 +501,4 @@ def fact_hit(f: Fact, base: float, now: datetime, *, uncapped: float | None = No
 
 
 __all__ = ["AUTHORITY", "RankRequest", "RankSources", "Ranker", "adjust_raw",
-           "coverage", "fact_hit", "fuse", "held", "hybrid", "rank_order", "semantic"]
+           "coverage", "fact_hit", "fuse", "hybrid", "rank_order", "semantic"]

@@ -10,6 +10,7 @@ words a query keeps (the backends count, within the caller's filter).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from datetime import date, datetime
@@ -51,6 +52,12 @@ AllCommon = Literal["keep", "drop"]
 #: the query's words (:func:`terms`) and for the index's (:func:`plain_words`).
 _WORD_CHARS = r"\w'\-"
 _WORD_RE = re.compile(rf"[\w][{_WORD_CHARS}]*", re.UNICODE)
+
+
+def bm25_idf(rows: int, holding: int) -> float:
+    """BM25's inverse document frequency of a word found in ``holding`` of ``rows`` rows
+    (as SQLite's ``bm25`` weighs words): ``log(1 + (N - n + 0.5) / (n + 0.5))``."""
+    return math.log(1 + (max(rows, holding) - holding + 0.5) / (holding + 0.5))
 
 
 def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:

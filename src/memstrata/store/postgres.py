@@ -54,7 +54,6 @@ Contract:
 
 from __future__ import annotations
 
-import math
 import random
 import re
 import threading
@@ -79,6 +78,7 @@ from .lexical import (
     LARGE_INDEX_ROWS,
     AllCommon,
     TermCounts,
+    bm25_idf,
     filter_key,
     selective,
     terms,
@@ -406,11 +406,11 @@ class PostgresDatabase:
              source: str, fts: str, where: str, params: Sequence[Any],
              size: int) -> dict[str, float]:
         """Each word's inverse document frequency among the rows the caller's filter admits
-        (BM25's, as SQLite's ``bm25`` weighs words): ``log(1 + (N - n + 0.5) / (n + 0.5))``
-        for a word in ``n`` of ``N`` rows. Below :data:`LARGE_INDEX_ROWS` rows both are
-        counted for each query (a few hundred rows: cheap); above, the word counts are
-        those that chose the words (:meth:`_rare_words`, capped at ``COMMON_TERM_DOCS``)
-        and ``N`` is counted once per filter up to :data:`_IDF_ROWS`, both remembered."""
+        (:func:`~memstrata.store.lexical.bm25_idf`, as SQLite's ``bm25`` weighs words).
+        Below :data:`LARGE_INDEX_ROWS` rows both counts are taken for each query (a few
+        hundred rows: cheap); above, the word counts are those that chose the words
+        (:meth:`_rare_words`, capped at ``COMMON_TERM_DOCS``) and ``N`` is counted once per
+        filter up to :data:`_IDF_ROWS`, both remembered."""
         if counted is None:  # one pass over the caller's few rows counts them all
             holds = ", ".join(f"count(*) FILTER (WHERE c.tsv @@ plainto_tsquery("
                               f"'{TS_CONFIG}', ?)) AS n{i}" for i in range(len(words)))
@@ -424,7 +424,7 @@ class PostgresDatabase:
                     f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {where} "
                     "LIMIT ?) c", (*params, _IDF_ROWS))["n"]))("")
             n = {w: counted(w) for w in words}
-        return {w: math.log(1 + (max(total, n[w]) - n[w] + 0.5) / (n[w] + 0.5)) for w in words}
+        return {w: bm25_idf(total, n[w]) for w in words}
 
     @staticmethod
     def _size(tx: Any, table: str) -> int:

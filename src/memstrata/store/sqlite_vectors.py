@@ -31,7 +31,6 @@ Contract (:class:`memstrata.store.base.VectorIndex`):
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import weakref
@@ -54,6 +53,7 @@ from .vector_segment import (
     SegmentGone,
     SegmentUnfit,
     files_on_disk,
+    read_header,
     remove_files,
     segment_name,
 )
@@ -381,13 +381,9 @@ class SQLiteVectorIndex:
         """Whether files of this store and model hold the segment (a header says so)."""
         if self.directory is None:
             return False
-        head = self.directory / (segment_name(tenant, layer) + ".json")
-        try:
-            got = json.loads(head.read_text())
-        except (OSError, ValueError):
-            return False
-        return isinstance(got, dict) and got.get("store") == self._store(tx) and \
-            got.get("model") == self._label
+        head = read_header(self.directory / (segment_name(tenant, layer) + ".json"))
+        return head is not None and head["store"] == self._store(tx) and \
+            head["model"] == self._label
 
     def _tenants_on_disk(self) -> set[str]:
         return {t for t, label in files_on_disk(self.directory) if label == self._label}

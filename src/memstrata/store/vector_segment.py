@@ -169,16 +169,7 @@ class Segment:
             head.get("dims") == self.dims
 
     def _read_header(self) -> dict[str, Any] | None:
-        """The header, or None when it is missing or lacks a field (garbled: no header)."""
-        try:
-            head = json.loads(self._path(".json").read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(head, dict) or not isinstance(head.get("epoch"), str) or any(
-                type(head.get(k)) is not int or head[k] < (-1 if k == "generation" else 0)
-                for k in _COUNTS):
-            return None
-        return head
+        return read_header(self._path(".json"))
 
     def _write_header(self) -> None:
         head = {"format": FORMAT, "store": self.store, "model": self.model, "dims": self.dims,
@@ -494,20 +485,27 @@ def _append_lines(path: Path, at: int, lines: list[str]) -> int:
     return len(data)
 
 
+def read_header(path: Path) -> dict[str, Any] | None:
+    """The header at ``path`` (``P.json``), or None when it is missing or lacks a field
+    (garbled: no header)."""
+    try:
+        head = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(head, dict) or not isinstance(head.get("epoch"), str) or any(
+            type(head.get(k)) is not int or head[k] < (-1 if k == "generation" else 0)
+            for k in _COUNTS) or not all(
+            isinstance(head.get(k), str) for k in ("store", "model", "tenant")):
+        return None
+    return head
+
+
 def files_on_disk(directory: Path | None) -> set[tuple[str, str]]:
     """(tenant, ``model:dims``) of the segment files in ``directory``, by their headers."""
     if directory is None or not directory.is_dir():
         return set()
-    out = set()
-    for head in directory.glob("*.json"):
-        try:
-            got = json.loads(head.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(got, dict) and isinstance(got.get("tenant"), str) and \
-                isinstance(got.get("model"), str):
-            out.add((got["tenant"], got["model"]))
-    return out
+    heads = (read_header(path) for path in directory.glob("*.json"))
+    return {(h["tenant"], h["model"]) for h in heads if h is not None}
 
 
 def segment_name(tenant: str, layer: str) -> str:
@@ -526,5 +524,5 @@ def remove_files(prefix: Path) -> None:
 
 
 __all__ = ["NONE_CODE", "PROJECT_ABOVE", "PROJECT_DIMS", "ROW", "NewRow", "Segment",
-           "SegmentBroken", "SegmentGone", "SegmentUnfit", "files_on_disk", "remove_files",
-           "segment_name"]
+           "SegmentBroken", "SegmentGone", "SegmentUnfit", "files_on_disk", "read_header",
+           "remove_files", "segment_name"]
