@@ -71,6 +71,21 @@ class Guard:
         scope.setdefault("state", {})["request_id"] = rid
         started = time.perf_counter()
         status = {"code": 500}
+        logged = [False]
+
+        def log_once() -> None:
+            # The line is written before the last byte of the response leaves, so a client
+            # holding a complete response can always find its request's line.
+            if logged[0]:
+                return
+            logged[0] = True
+            key: ApiKey | None = scope.get("state", {}).get("key")
+            log.info(json.dumps({
+                "request_id": rid, "method": scope.get("method"), "path": scope.get("path"),
+                "status": status["code"],
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+                "key": key.id if key else None, "tenant": key.tenant if key else None,
+                "role": key.role if key else None}))
 
         async def send_logged(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -78,6 +93,8 @@ class Guard:
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", rid.encode()))
                 message["headers"] = headers
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                log_once()
             await send(message)
 
         try:
@@ -87,14 +104,7 @@ class Guard:
                 return
             await self.app(scope, receive, send_logged)
         finally:
-            state = scope.get("state", {})
-            key: ApiKey | None = state.get("key")
-            log.info(json.dumps({
-                "request_id": rid, "method": scope.get("method"), "path": scope.get("path"),
-                "status": status["code"],
-                "ms": round((time.perf_counter() - started) * 1000, 2),
-                "key": key.id if key else None, "tenant": key.tenant if key else None,
-                "role": key.role if key else None}))
+            log_once()
 
 
 def _content_length(scope: MutableMapping[str, Any]) -> int | None:
