@@ -28,11 +28,11 @@ decides what text a record is embedded with (the layers do, :mod:`memstrata.laye
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,6 +79,11 @@ class Capabilities:
     secure_delete: bool = False
 
 
+#: The nearest episodes to a query vector, as (id, cosine), best first
+#: (:meth:`VectorIndex.prepare_search`).
+Nearest: TypeAlias = Callable[["np.ndarray"], list[tuple[str, float]]]
+
+
 class VectorIndex(Protocol):
     """Vectors of facts, episodes and checkpoint versions for one embedding model,
     searched after filtering."""
@@ -99,6 +104,15 @@ class VectorIndex(Protocol):
                until: datetime | None = None) -> list[tuple[str, float]]:
         """(episode id, cosine) of the ``k`` nearest episodes that pass the episode read
         filter (scope applies, readers, unexpired, observed within the dates)."""
+        ...
+
+    def prepare_search(self, tx: Tx, scope: Scope, principal: str | None, k: int, *,
+                       now: datetime, since: datetime | None = None,
+                       until: datetime | None = None) -> Nearest | None:
+        """:meth:`search` as a function of the query vector alone, over this transaction's
+        view, that needs no transaction: it may run on the thread that embeds the query,
+        while the caller's lexical searches run. None where the search itself reads the
+        database (PostgreSQL): the caller then calls :meth:`search`."""
         ...
 
     def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,
@@ -252,4 +266,4 @@ class Database(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["Capabilities", "Database", "Row", "ScratchStore", "Tx", "VectorIndex"]
+__all__ = ["Capabilities", "Database", "Nearest", "Row", "ScratchStore", "Tx", "VectorIndex"]

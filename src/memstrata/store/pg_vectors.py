@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..scoping import applies_sql
-from .base import Tx
+from .base import Nearest, Tx
 from .pg_schema import INDEXED_DIMS
 from .pg_tx import PgTx, translate
 from .sql import chunks, marks
@@ -143,6 +143,13 @@ class PgVectorIndex:
             if len(rows) >= k:
                 return _best(rows, k)
         return _best(tx.raw_all(*exact), k)
+
+    def prepare_search(self, tx: Tx, scope: Scope, principal: str | None, k: int, *,
+                       now: datetime, since: datetime | None = None,
+                       until: datetime | None = None) -> Nearest | None:
+        """None: the search is a query (pgvector's), so it runs in the caller's
+        transaction (:meth:`search`)."""
+        return None
 
     def explain(self, tx: PgTx, scope: Scope, principal: str | None, k: int, *,
                 now: datetime, exact: bool = False) -> str:

@@ -45,7 +45,7 @@ import numpy as np
 from ..clock import from_text
 from ..errors import BackendError, ConfigError
 from ..scoping import load_json_list
-from .base import Tx
+from .base import Nearest, Tx
 from .sql import chunks, marks
 from .vector_segment import (
     NewRow,
@@ -116,6 +116,11 @@ def largest(values: np.ndarray, count: int) -> np.ndarray:
             return picked[np.argpartition(values[picked], picked.size - count)
                           [picked.size - count:]]
     return np.argpartition(values, n - count)[n - count:]
+
+
+def _nothing(qvec: np.ndarray) -> list[tuple[str, float]]:
+    """The search of a view that holds no row the caller may read."""
+    return []
 
 
 def delete_vectors(tx: Tx, tenant: str, record_ids: Sequence[str]) -> int:
@@ -392,11 +397,18 @@ class SQLiteVectorIndex:
                now: datetime, since: datetime | None = None,
                until: datetime | None = None) -> list[tuple[str, float]]:
         """(id, cosine) of the k nearest episodes that pass the filter."""
+        return self.prepare_search(tx, scope, principal, k, now=now, since=since,
+                                   until=until)(qvec)
+
+    def prepare_search(self, tx: Tx, scope: Scope, principal: str | None, k: int, *,
+                       now: datetime, since: datetime | None = None,
+                       until: datetime | None = None) -> Nearest:
+        """:meth:`search` over this transaction's view of the files, as a function of the
+        query vector that reads no table (the rows it may return are chosen here)."""
         self.check_model(tx)
         seg, top = self._current(tx, scope.tenant, "episodes")
         if seg is None or seg.n == 0:
-            return []
-        qvec = np.asarray(qvec, dtype=np.float32)
+            return _nothing
         n = seg.n
         rows = seg.rows[:n]
         mask = seg.scope_mask(scope.user, scope.project, scope.agent, principal).copy()
@@ -410,8 +422,12 @@ class SQLiteVectorIndex:
             mask &= rows["observed"] <= until.timestamp()
         idx = np.arange(n) if mask.all() else np.flatnonzero(mask)
         if idx.size == 0:
-            return []
-        return self._nearest(seg, idx, n, qvec, k)
+            return _nothing
+
+        def nearest(qvec: np.ndarray) -> list[tuple[str, float]]:
+            return self._nearest(seg, idx, n, np.asarray(qvec, dtype=np.float32), k)
+
+        return nearest
 
     @staticmethod
     def _nearest(block: Segment, idx: np.ndarray, n: int, qvec: np.ndarray,
