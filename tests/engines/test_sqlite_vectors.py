@@ -426,3 +426,35 @@ def test_two_stage_search_keeps_a_rare_text_among_many_alike(
     block = next(iter(index._segments.values()))
     assert block.proj is not None and block.proj.shape[1] == 16  # two stages really ran
     mem.close()
+
+
+def test_a_prepared_search_is_the_search_of_its_transaction(tmp_path: Path,
+                                                           clock: ManualClock) -> None:
+    """The search a recall hands to the query embedding's worker (prepare_search) finds
+    what ``search`` finds in the same transaction, and only that transaction's rows: a row
+    written after it was prepared is not in it, nor a row hidden from the caller."""
+    from memstrata.store import sqlite_vectors as vmod
+
+    mem = Memory.open(f"sqlite:///{tmp_path / 'w.db'}", clock=clock,
+                      embedder=HashingEmbedder(dims=128))
+    bob = Scope(user="bob", project="docs-site")
+    mem.episodes.append_many(
+        [{"scope": ALICE, "text": f"deploy note {i} about the billing worker", "actor": "tool",
+          "source": f"ci:{i}"} for i in range(40)]
+        + [{"scope": bob, "text": "deploy note about the billing worker, bob's own",
+            "actor": "tool", "source": "ci:bob"}])
+    index = mem.index.vectors
+    assert isinstance(index, vmod.SQLiteVectorIndex)
+    qvec = mem.index.embed_query("billing worker deploy note")
+    assert qvec is not None
+    with mem.db.transaction("default", write=False) as tx:
+        prepared = index.prepare_search(tx, ALICE, "alice", 50, now=clock.now())
+        assert prepared(qvec) == index.search(tx, ALICE, "alice", qvec, 50, now=clock.now())
+    before = {i for i, _ in prepared(qvec)}
+    assert len(before) == 40  # alice's rows, not bob's
+    late = mem.episodes.append(ALICE, text="deploy note about the billing worker, late",
+                               actor="tool", source="ci:late")
+    assert {i for i, _ in prepared(qvec)} == before  # the prepared view stays its own
+    assert late.id in {h.ref.removeprefix("episode:") for h in
+                       mem.recall(ALICE, "billing worker deploy note late", k=50).items}
+    mem.close()
