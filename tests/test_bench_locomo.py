@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from memstrata.bench.locomo import (
@@ -37,6 +38,7 @@ from memstrata.bench.locomo import (
 from memstrata.errors import ValidationError
 from memstrata.providers.embeddings import HashingEmbedder
 from memstrata.tokens import count_tokens
+from services import AppDatabase
 
 
 def _turn(dia_id: str, speaker: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -292,3 +294,23 @@ def test_tokenizer_spec_is_validated(data_file: Path) -> None:
         BM25Retriever(convs[0].turns, tokenizer="porter'); DROP TABLE t; --")
     with pytest.raises(ValidationError):
         BM25Retriever([])
+
+
+@pytest.mark.postgres
+def test_the_store_paths_run_on_postgresql_and_leave_nothing_behind(
+        data_file: Path, pg_database: AppDatabase) -> None:
+    """``bench locomo --url``: the same store paths on another engine, each conversation
+    under a user of its own, forgotten afterwards."""
+    names = ["memstrata-turns", "memstrata-turns-history"]
+    on_sqlite = run(data_file, embedder="minilm", names=names, ks=(1, 5))
+    on_pg = run(data_file, embedder="minilm", names=names, ks=(1, 5),
+                url=pg_database.owner_url)
+    assert on_pg["store"] == "postgresql" and on_sqlite["store"].startswith("sqlite")
+    for name in names:
+        pg, lite = (r["retrievers"][name]["categories_1_4"] for r in (on_pg, on_sqlite))
+        assert 0.0 < pg["recall@5"] <= 1.0
+        assert abs(pg["recall@5"] - lite["recall@5"]) <= 0.25  # the same ranker, two engines
+    with psycopg.connect(pg_database.admin_url) as conn:
+        left = conn.execute("SELECT (SELECT count(*) FROM episodes), "
+                            "(SELECT count(*) FROM vectors)").fetchone()
+    assert left == (0, 0)

@@ -736,7 +736,8 @@ RETRIEVER_NAMES: tuple[str, ...] = ("memstrata", "memstrata-history", "memstrata
                                      "recipe")
 
 
-def _embedding_factory(name: str, embedder: Embedder) -> RetrieverFactory:
+def _embedding_factory(name: str, embedder: Embedder, url: str | None = None
+                       ) -> RetrieverFactory:
     def build(turns: Sequence[Turn]) -> Retriever:
         if name.startswith("memstrata"):
             from .locomo_store import StoreRetriever
@@ -744,7 +745,8 @@ def _embedding_factory(name: str, embedder: Embedder) -> RetrieverFactory:
             return StoreRetriever(turns, embedder,
                                   path="search_history" if name.endswith("-history")
                                   else "recall",
-                                  storage="per-turn" if "-turns" in name else "session")
+                                  storage="per-turn" if "-turns" in name else "session",
+                                  url=url)
         if name == "vector":
             return VectorRetriever(turns, embedder)
         if name == "rrf":
@@ -755,9 +757,13 @@ def _embedding_factory(name: str, embedder: Embedder) -> RetrieverFactory:
 
 
 def default_retrievers(
-    embedder: Embedder | None, names: Sequence[str] = RETRIEVER_NAMES
+    embedder: Embedder | None, names: Sequence[str] = RETRIEVER_NAMES, *,
+    url: str | None = None,
 ) -> dict[str, RetrieverFactory]:
-    """Factories for the named retrievers; the embedding ones need ``embedder``."""
+    """Factories for the named retrievers; the embedding ones need ``embedder``. ``url``:
+    the store retrievers keep their conversations in that database (see
+    :class:`~memstrata.bench.locomo_store.StoreRetriever`), else in a temporary SQLite file
+    each."""
     factories: dict[str, RetrieverFactory] = {}
     for name in names:
         if name == "bm25":
@@ -768,7 +774,7 @@ def default_retrievers(
         elif embedder is None:
             raise ValidationError(f"retriever {name!r} needs an embedder")
         else:
-            factories[name] = _embedding_factory(name, embedder)
+            factories[name] = _embedding_factory(name, embedder, url)
     return factories
 
 
@@ -779,8 +785,11 @@ def run(
     names: Sequence[str] = RETRIEVER_NAMES,
     ks: Sequence[int] = (5, 10, 20),
     progress: Progress | None = None,
+    url: str | None = None,
 ) -> dict[str, Any]:
-    """Load ``data``, evaluate the named retrievers, return the JSON-ready result."""
+    """Load ``data``, evaluate the named retrievers, return the JSON-ready result
+    (``url``: where the store retrievers keep the conversations; see
+    :func:`default_retrievers`)."""
     convs, report = load_locomo(data)
     emb: Embedder | None
     if isinstance(embedder, str):
@@ -791,8 +800,11 @@ def run(
         emb = embedder
     needs_embedder = any(n != "bm25" for n in names)
     cached = _DocumentCache(emb) if emb is not None and needs_embedder else None
-    result = evaluate(convs, default_retrievers(cached, names), ks=ks, progress=progress)
+    result = evaluate(convs, default_retrievers(cached, names, url=url), ks=ks,
+                      progress=progress)
     result["data"] = str(data)
+    # the engine only: a URL may hold a password
+    result["store"] = url.split(":", 1)[0] if url is not None else "sqlite (a file each)"
     result["load"] = report.as_dict()
     result["embedder"] = emb.model_name if emb is not None else None
     result["recipe"] = RecipeConfig().__dict__ if "recipe" in names else None
@@ -849,8 +861,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--retrievers", default=",".join(RETRIEVER_NAMES))
     parser.add_argument("--out", default="bench-results/locomo.json")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--url", default=None)
     args = parser.parse_args(argv)
-    result = run(args.data, embedder=args.embedder, names=args.retrievers.split(","))
+    result = run(args.data, embedder=args.embedder, names=args.retrievers.split(","),
+                 url=args.url)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

@@ -9,6 +9,10 @@ ref per turn, ``source = "locomo:session_N/D1:3"``, with the session as ``thread
 question goes through ``mem.recall(..., layers=["episodes"])`` or (``path=
 "search_history"``) through the agent tool ``search_history``, as the MCP server calls it.
 A search asks for exactly ``k`` results (the harness calls it once per k).
+With ``url`` (``memstrata bench locomo --url postgresql://...``) the conversations go
+to that database instead, each under a user of its own in the tenant
+:data:`BENCH_TENANT`, and are forgotten when the retriever is closed: the same ranking on
+another engine, measured the same way.
 Only the turns, their speakers and session dates are used: never the QA
 annotations, observations or summaries.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +32,9 @@ from ..clock import ManualClock
 from ..memory import Memory
 from ..models import Scope
 
+#: The tenant of the conversations stored in a database given by URL.
+BENCH_TENANT = "locomo-bench"
+
 
 class StoreRetriever:
     """Searches one conversation through a real memstrata store."""
@@ -35,18 +43,24 @@ class StoreRetriever:
     exact_k = True
 
     def __init__(self, turns: Sequence[Any], embedder: Any, *, path: str = "recall",
-                 storage: str = "session") -> None:
+                 storage: str = "session", url: str | None = None) -> None:
         if path not in ("recall", "search_history"):
             raise ValueError(f"path must be 'recall' or 'search_history', not {path!r}")
         if storage not in ("session", "per-turn"):
             raise ValueError(f"storage must be 'session' or 'per-turn', not {storage!r}")
         self.path = path
         self._tools: Any = None
-        self._dir = Path(tempfile.mkdtemp(prefix="memstrata-locomo-"))
+        self._dir: Path | None = None
+        self._closed = False
+        if url is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="memstrata-locomo-"))
+            url = f"sqlite:///{self._dir / 'conv.db'}"
+            self.scope = Scope(user="locomo")
+        else:  # a shared database: this conversation's own user, forgotten on close
+            self.scope = Scope(tenant=BENCH_TENANT, user=f"locomo-{uuid.uuid4().hex[:12]}")
         last = max(t.date for t in turns)
-        self.mem = Memory.open(f"sqlite:///{self._dir / 'conv.db'}", embedder=embedder,
+        self.mem = Memory.open(url, embedder=embedder,
                                clock=ManualClock(last + timedelta(days=1)))
-        self.scope = Scope(user="locomo")
         items = []
         for t in turns:
             shared = f" [shares {t.caption}]" if t.caption else ""
@@ -78,8 +92,14 @@ class StoreRetriever:
         if self._tools is not None:
             self._tools.close()
             self._tools = None
+        if self._closed:
+            return
+        self._closed = True
+        if self._dir is None:
+            self.mem.forget(self.scope)  # the conversation's own user, nothing else
         self.mem.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __del__(self) -> None:
         # best-effort temp cleanup when the harness drops the retriever
@@ -87,4 +107,4 @@ class StoreRetriever:
             self.close()
 
 
-__all__ = ["StoreRetriever"]
+__all__ = ["BENCH_TENANT", "StoreRetriever"]

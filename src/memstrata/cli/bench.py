@@ -196,15 +196,21 @@ def bench_serve(url: str, clients: int, requests_: int, users: int, per_user: in
                    "as thread (store retrievers are scored on what each k call returns); the "
                    "rest are baselines and the standalone reference recipe.")
 @click.option("--embedder", default="minilm", show_default=True)
+@click.option("--url", default=None,
+              help="Keep the store retrievers' conversations in this database (e.g. "
+                   "postgresql://...), each under a user of its own in the tenant "
+                   "locomo-bench, forgotten afterwards; default: a temporary SQLite file each.")
 @click.option("--out", default="bench-results/locomo.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
-def bench_locomo(data: str, retrievers: str, embedder: str, out: str, as_json: bool) -> None:
+def bench_locomo(data: str, retrievers: str, embedder: str, url: str | None, out: str,
+                 as_json: bool) -> None:
     """Evidence recall@5/10/20 per category, MRR, prompt tokens, latency on LoCoMo."""
     from ..bench.locomo import TABLE_HEADERS, run, table_rows
 
     bar, update = _progress()
     with bar:
-        res = run(data, embedder=embedder, names=retrievers.split(","), progress=update)
+        res = run(data, embedder=embedder, names=retrievers.split(","), progress=update,
+                  url=url)
     if not as_json:
         table("LoCoMo evidence retrieval (categories 1-4 unless named)", TABLE_HEADERS,
               table_rows(res))
