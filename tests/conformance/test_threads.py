@@ -4,9 +4,11 @@ the turns around it in its thread, following turns as well as earlier ones."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,6 +135,77 @@ def test_forgetting_a_middle_turn_clears_it_from_both_neighbours(
     hmem.forget(ALICE, match="quokkafest")
     assert lexical_matches(hmem, ALICE, "quokkafest") == set()
     assert f"episode:{ids[0]}" in lexical_matches(hmem, ALICE, "catering")  # re-threaded
+    assert hmem.doctor() == []
+
+
+def _between_plan_and_write(monkeypatch: pytest.MonkeyPatch, mem: Memory,
+                            other_writer: Callable[[], object]) -> None:
+    """Run ``other_writer`` on another thread, to its commit, in the gap an append leaves
+    between placing its turns (before its write transaction: the embedding is made there)
+    and writing them: what another process does at that moment."""
+    threads = mem.episodes._threads
+    place = type(threads).plan
+    ran: list[bool] = []
+
+    def plan(tenant: str, inputs: Any, tx: Any = None) -> Any:
+        out = place(threads, tenant, inputs, tx)
+        if tx is None and not ran:  # the first append's placing, once
+            ran.append(True)
+            failed: list[BaseException] = []
+            worker = threading.Thread(target=lambda: _run(other_writer, failed))
+            worker.start()
+            worker.join()
+            assert not failed, failed
+        return out
+
+    monkeypatch.setattr(threads, "plan", plan)
+
+
+def _run(fn: Callable[[], object], failed: list[BaseException]) -> None:
+    try:
+        fn()
+    except BaseException as exc:  # reported by the caller's thread
+        failed.append(exc)
+
+
+def test_a_turn_forgotten_while_an_append_places_its_thread_stays_forgotten(
+        hmem: Memory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The append neither fails on the neighbour that went nor carries its words (before:
+    BackendError "cannot index missing episodes row", the append lost)."""
+    ids = _log(hmem, clock, per_turn=True)
+    _between_plan_and_write(monkeypatch, hmem, lambda: hmem.forget(
+        ALICE, record_ids=[f"episode:{ids[1]}"]))
+    clock.advance(minutes=1)
+    late = hmem.episodes.append(ALICE, text="Menu choices are due on Friday", actor="user",
+                                thread="chat:s7", source="chat:s7/t9")
+    assert hmem.episodes.get(late.id).text == "Menu choices are due on Friday"
+    assert lexical_matches(hmem, ALICE, "quokkafest") == set()
+    assert f"episode:{late.id}" in lexical_matches(hmem, ALICE, "catering")  # re-placed
+    assert hmem.doctor() == []
+
+
+def test_two_appends_to_one_thread_at_once_leave_no_stale_context(
+        hmem: Memory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each append is placed among the turns the other wrote, so a forget of one turn
+    later clears it from every entry (before: an entry built beside a turn it never sat
+    next to kept its words after the forget)."""
+    ids = _log(hmem, clock, per_turn=True, turns=TURNS[:2])
+    clock.advance(minutes=1)
+    mine_at = clock.now()
+    clock.advance(minutes=1)
+    theirs_at = clock.now()
+    _between_plan_and_write(monkeypatch, hmem, lambda: hmem.episodes.append(
+        ALICE, text="The zephyrine lanterns arrive Monday", actor="user", thread="chat:s7",
+        source="chat:s7/theirs", observed_at=theirs_at))
+    mine = hmem.episodes.append(ALICE, text="Book it, and ask Priya about catering",
+                                actor="user", thread="chat:s7", source="chat:s7/mine",
+                                observed_at=mine_at)
+    # the turn written meanwhile follows mine: it is in my entry's context
+    assert f"episode:{mine.id}" in lexical_matches(hmem, ALICE, "zephyrine")
+    hmem.forget(ALICE, match="zephyrine")
+    assert lexical_matches(hmem, ALICE, "zephyrine") == set()
+    assert {f"episode:{ids[0]}", f"episode:{mine.id}"} <= lexical_matches(hmem, ALICE,
+                                                                          "quokkafest")
     assert hmem.doctor() == []
 
 

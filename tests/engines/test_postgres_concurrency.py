@@ -6,6 +6,9 @@
   per key, created by exactly one process; every other process resumed it, and the
   first resume marked it ``unknown`` exactly once (attempts == 2), as with one process
   at a time.
+- 3 processes append turns to the same 12 threads while a fourth forgets one marked turn
+  of each: no append fails or is lost, and no forgotten word is left in any entry (the
+  thread locks: ``PostgresDatabase.lock_threads``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections import Counter
 import psycopg
 import pytest
 
-from memstrata import Memory
+from memstrata import Memory, Scope
 from services import AppDatabase
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -49,6 +52,36 @@ BEGINNER = textwrap.dedent("""
     for key in keys:
         op = mem.ledger.begin(scope, key, intent=f"intent of {tag}", run_id=tag)
         print(key, op.resumed, flush=True)
+    mem.close()
+""")
+
+
+THREAD_APPENDER = textwrap.dedent("""
+    import sys, time
+    from memstrata import Memory, Scope
+    url, tag, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    mem = Memory.open(url, embedder=None, max_size=2)
+    scope = Scope(user="w", project="threads")
+    time.sleep(max(0.0, start - time.time()))
+    for round in range(6):
+        for t in range(12):
+            mem.episodes.append(scope, text=f"{tag} note {round} on the venue plan",
+                                source=f"chat:{t}/{tag}-{round}", thread=f"chat:{t}",
+                                actor="user")
+    mem.close()
+""")
+
+FORGETTER = textwrap.dedent("""
+    import sys, time
+    from memstrata import Memory, Scope
+    url, start = sys.argv[1], float(sys.argv[2])
+    mem = Memory.open(url, embedder=None, max_size=2)
+    scope = Scope(user="w", project="threads")
+    time.sleep(max(0.0, start - time.time()))
+    for t in range(12):
+        time.sleep(0.02)
+        report = mem.forget(scope, match=f"lockerword{t}z")
+        assert report.counts["episodes"] == 1, report
     mem.close()
 """)
 
@@ -95,3 +128,26 @@ def test_8_processes_begin_the_same_100_keys(pg_app_url: str,
     assert {(r[1], r[2]) for r in rows} == {("unknown", 2)}
     creators = {r[0]: r[4] for r in rows}
     assert all(r[3] == f"intent of {creators[r[0]]}" for r in rows)
+
+
+def test_appends_and_a_forget_on_the_same_threads(pg_app_url: str,
+                                                  pg_conformance_db: AppDatabase) -> None:
+    scope = Scope(user="w", project="threads")
+    with Memory.open(pg_app_url, embedder=None) as mem:
+        for t in range(12):
+            mem.episodes.append(scope, text=f"The locker code is lockerword{t}z", actor="user",
+                                source=f"chat:{t}/x", thread=f"chat:{t}")
+    start = _start_at()
+    procs = [subprocess.Popen([sys.executable, "-c", THREAD_APPENDER, pg_app_url, f"A{i}",
+                               start]) for i in range(3)]
+    procs.append(subprocess.Popen([sys.executable, "-c", FORGETTER, pg_app_url, start]))
+    assert [p.wait(timeout=600) for p in procs] == [0] * 4
+    with Memory.open(pg_app_url, embedder=None) as mem:
+        assert len(mem.episodes.log(scope)) == 3 * 6 * 12
+        for t in range(12):
+            assert mem.episodes.search(scope, f"lockerword{t}z", k=10) == []
+        assert mem.doctor() == []
+    with psycopg.connect(pg_conformance_db.admin_url) as conn:
+        held = conn.execute("SELECT count(*) FROM episodes_fts WHERE tsv @@ "
+                            "to_tsquery('english', 'lockerword0z | lockerword5z')").fetchone()
+    assert held == (0,)

@@ -85,7 +85,7 @@ from ..store.sql import chunks, contains_sql, like_param, marks
 from ..tokens import count_tokens
 from .indexing import IndexEntry, RecordIndex
 from .selector import Selector
-from .threads import CONTEXT_EPISODES, ThreadIndex
+from .threads import CONTEXT_EPISODES, Plan, ThreadIndex
 
 COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
            "confidence, expires_at, supersedes, readers, flags, subject, thread")
@@ -299,15 +299,19 @@ class Episodes:
         inputs = [i.model_copy(update={"observed_at": i.observed_at or now,
                                        "thread": i.thread or i.source}) for i in inputs]
         inputs = self._inherit_readers(tenant, inputs)
+        # placed and embedded before the write transaction (an embedding holds no lock) ...
         plan = self._threads.plan(tenant, inputs)
-        texts = [self.embed_text(before, self.line(i))
-                 for i, before in zip(inputs, plan.before, strict=True)]
-        moved = [n for n, r in enumerate(plan.refresh) if r.reembed]
-        vectors = self._index.embed(texts + [self.embed_text(plan.refresh[n].before,
-                                                             self.line(plan.refresh[n].row))
-                                             for n in moved])
+        texts, moved = self._vector_texts(inputs, plan)
+        made = self._index.embed(texts)
         ids = [new_id() for _ in inputs]
         with self._db.transaction(tenant) as tx:
+            # ... and placed again inside it, the threads held: a turn forgotten or written
+            # since by another writer is not (or is) in the context; what changed is
+            # embedded again, here (only then)
+            self._db.lock_threads(tx, tenant, self._threads.threads_in(inputs))
+            plan = self._threads.plan(tenant, inputs, tx)
+            texts_now, moved = self._vector_texts(inputs, plan)
+            vectors = made if texts_now == texts else self._reembed(texts, made, texts_now)
             for n, item in enumerate(inputs):
                 if item.supersedes is not None:
                     inputs[n] = self._check_supersedes(tx, item)
@@ -328,6 +332,31 @@ class Episodes:
             self._threads.refresh(tx, tenant, plan.refresh, moved,
                           None if vectors is None else vectors[len(inputs):])
             return list(self._read_many(tx, tenant, ids).values())
+
+    def _vector_texts(self, inputs: Sequence[EpisodeInput],
+                      plan: Plan) -> tuple[list[str], list[int]]:
+        """What the vectors of a placed batch are made from: each new turn's, then each
+        stored neighbour's whose previous line changes (those neighbours' positions in
+        ``plan.refresh`` are returned too)."""
+        moved = [n for n, r in enumerate(plan.refresh) if r.reembed]
+        texts = [self.embed_text(before, self.line(i))
+                 for i, before in zip(inputs, plan.before, strict=True)]
+        return texts + [self.embed_text(plan.refresh[n].before, self.line(plan.refresh[n].row))
+                        for n in moved], moved
+
+    def _reembed(self, texts: Sequence[str], made: Any, wanted: Sequence[str]) -> Any:
+        """The vectors of ``wanted``: those of ``texts`` already ``made`` reused, the others
+        embedded now."""
+        if made is None:
+            return None
+        import numpy as np
+
+        have = {t: made[n] for n, t in enumerate(texts)}
+        missing = [t for t in dict.fromkeys(wanted) if t not in have]
+        fresh = self._index.embed(missing) if missing else None
+        if fresh is not None:
+            have.update(zip(missing, fresh, strict=True))
+        return np.stack([have[t] for t in wanted]) if wanted else made[:0]
 
     def _screen(self, item: EpisodeInput) -> EpisodeInput:
         """Secrets redacted in every stored string; the trust flags of the text."""
@@ -385,10 +414,7 @@ class Episodes:
         if not ids:
             return 0
         threads = self.threads_of(tx, tenant, ids)
-        gone = 0
-        for chunk in chunks(ids):
-            gone += tx.execute(f"DELETE FROM episodes WHERE tenant = ? AND id IN "
-                               f"({marks(chunk)})", (tenant, *chunk))
+        gone = self.delete_rows(tx, tenant, ids)
         self.refresh_neighbours(tx, tenant, threads)
         return gone
 
@@ -407,6 +433,15 @@ class Episodes:
         if ids and not dry_run:
             tx.execute(f"DELETE FROM episodes AS r WHERE {where}", params)
         return ids
+
+    def delete_rows(self, tx: Tx, tenant: str, ids: Sequence[str]) -> int:
+        """Delete these episodes (chosen by :meth:`forget_rows` in a dry run, their threads
+        held: :meth:`threads_of`); returns how many were deleted."""
+        gone = 0
+        for chunk in chunks(list(ids)):
+            gone += tx.execute(f"DELETE FROM episodes WHERE tenant = ? AND id IN "
+                               f"({marks(chunk)})", (tenant, *chunk))
+        return gone
 
     def threads_of(self, tx: Tx, tenant: str,
                    ids: Sequence[str]) -> list[tuple[str, str, Any, str]]:

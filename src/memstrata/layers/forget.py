@@ -82,9 +82,12 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         counts["vectors"] = db.vector_count(tx, tenant, [
             *fact_ids, *episode_ids, *layers.checkpoints.vector_ids(tx, sel)])
         if not dry_run:
+            # the episodes found, their threads held (an append waits), and no others: one
+            # written since into another thread is not this forget's (PostgreSQL reads what
+            # committed since at each statement)
             threads = layers.episodes.threads_of(tx, tenant, episode_ids)
             layers.facts.forget_rows(tx, sel, dry_run=False)
-            layers.episodes.forget_rows(tx, sel, dry_run=False)
+            layers.episodes.delete_rows(tx, tenant, episode_ids)
             # the next episodes of each thread had the forgotten ones as context
             layers.episodes.refresh_neighbours(tx, tenant, threads)
         counts["facts"], counts["episodes"] = len(fact_ids), len(episode_ids)

@@ -120,49 +120,58 @@ class ThreadIndex:
         self.index_text = index_text
         self.embed_text = embed_text
 
-    def plan(self, tenant: str, inputs: Sequence[Any]) -> Plan:
+    @staticmethod
+    def threads_in(inputs: Sequence[Any]) -> list[tuple[str, str]]:
+        """The (scope key, thread) of each thread a batch writes to."""
+        return sorted({(i.scope.key, i.thread) for i in inputs})
+
+    def plan(self, tenant: str, inputs: Sequence[Any], tx: Tx | None = None) -> Plan:
         """Place each input in its thread (scope + thread, by observed time, stored episodes
         before new ones at equal times): the lines before and after it, and the stored
-        neighbours whose context changes."""
+        neighbours whose context changes; read in ``tx`` (the write transaction, to check
+        a plan made before it: :meth:`Episodes.append_many`), else in a read transaction
+        of its own."""
+        if tx is None:
+            with self._db.transaction(tenant, write=False) as own:
+                return self.plan(tenant, inputs, own)
         plan = Plan(before=[[] for _ in inputs], after=[[] for _ in inputs])
         groups: dict[tuple[str, str], list[int]] = {}
         for n, item in enumerate(inputs):
             assert item.thread is not None
             groups.setdefault((item.scope.key, item.thread), []).append(n)
-        with self._db.transaction(tenant, write=False) as tx:
-            for (scope_key, thread), members in groups.items():
-                first = min(inputs[n].observed_at for n in members)
-                # the context back (of stored turns too: those whose following context
-                # changes need their own earlier context)
-                earlier = tx.all(
-                    f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                    "r.observed_at <= ? ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
-                    (tenant, scope_key, thread, first, _PLACE_BACK))
-                later = tx.all(
-                    f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                    "r.observed_at > ? ORDER BY r.observed_at, r.id LIMIT ?",
-                    (tenant, scope_key, thread, first, _PLACE_WINDOW))
-                seq: list[tuple[Any, int, Row | int]] = [
-                    (from_text(r["observed_at"]), 0, r) for r in reversed(earlier)]
-                seq += [(from_text(r["observed_at"]), 0, r) for r in later]
-                seq += [(inputs[n].observed_at, 1, n) for n in members]
-                seq.sort(key=lambda x: (x[0], x[1]))  # stable: stored first at equal times
-                lines = [self.line(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
-                access = [access_of(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
-                new = [isinstance(x, int) for _, _, x in seq]
-                # what was read is cut at both ends: a stored row whose context reaches past
-                # a cut edge is context only (its own context is not all here)
-                cut_low = len(earlier) == _PLACE_BACK
-                cut_high = len(later) == _PLACE_WINDOW
-                for pos, (_, _, x) in enumerate(seq):
-                    ahead, behind, start, end = _around(access, pos)
-                    before, after = [lines[i] for i in ahead], [lines[i] for i in behind]
-                    if isinstance(x, int):
-                        plan.before[x], plan.after[x] = before, after
-                    elif not (start and cut_low) and not (end and cut_high) and any(
-                            new[i] for i in (*ahead, *behind)):
-                        plan.refresh.append(Neighbour(x, before, after,
-                                                      reembed=bool(ahead) and new[ahead[-1]]))
+        for (scope_key, thread), members in groups.items():
+            first = min(inputs[n].observed_at for n in members)
+            # the context back (of stored turns too: those whose following context
+            # changes need their own earlier context)
+            earlier = tx.all(
+                f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
+                "r.observed_at <= ? ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
+                (tenant, scope_key, thread, first, _PLACE_BACK))
+            later = tx.all(
+                f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
+                "r.observed_at > ? ORDER BY r.observed_at, r.id LIMIT ?",
+                (tenant, scope_key, thread, first, _PLACE_WINDOW))
+            seq: list[tuple[Any, int, Row | int]] = [
+                (from_text(r["observed_at"]), 0, r) for r in reversed(earlier)]
+            seq += [(from_text(r["observed_at"]), 0, r) for r in later]
+            seq += [(inputs[n].observed_at, 1, n) for n in members]
+            seq.sort(key=lambda x: (x[0], x[1]))  # stable: stored first at equal times
+            lines = [self.line(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
+            access = [access_of(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
+            new = [isinstance(x, int) for _, _, x in seq]
+            # what was read is cut at both ends: a stored row whose context reaches past
+            # a cut edge is context only (its own context is not all here)
+            cut_low = len(earlier) == _PLACE_BACK
+            cut_high = len(later) == _PLACE_WINDOW
+            for pos, (_, _, x) in enumerate(seq):
+                ahead, behind, start, end = _around(access, pos)
+                before, after = [lines[i] for i in ahead], [lines[i] for i in behind]
+                if isinstance(x, int):
+                    plan.before[x], plan.after[x] = before, after
+                elif not (start and cut_low) and not (end and cut_high) and any(
+                        new[i] for i in (*ahead, *behind)):
+                    plan.refresh.append(Neighbour(x, before, after,
+                                                  reembed=bool(ahead) and new[ahead[-1]]))
         return plan
 
     def refresh(self, tx: Tx, tenant: str, targets: Sequence[Neighbour],
@@ -180,14 +189,17 @@ class ThreadIndex:
 
     def threads_of(self, tx: Tx, tenant: str,
                    ids: Sequence[str]) -> list[tuple[str, str, Any, str]]:
-        """(scope key, thread, observed_at, id) of these episodes: where their neighbours
-        are."""
+        """(scope key, thread, observed_at, id) of these episodes, about to be deleted:
+        where their neighbours are. Their threads are held against appends until the
+        transaction ends (:meth:`Database.lock_threads`), so no append places a turn beside
+        one of them from a view that still holds it."""
         out: list[tuple[str, str, Any, str]] = []
         for chunk in chunks(list(ids)):
             out += [(r["scope_key"], r["thread"] or r["source"], r["observed_at"], r["id"])
                     for r in tx.all(
                         f"SELECT id, scope_key, thread, source, observed_at FROM episodes "
                         f"WHERE tenant = ? AND id IN ({marks(chunk)})", (tenant, *chunk))]
+        self._db.lock_threads(tx, tenant, [(key, thread) for key, thread, _, _ in out])
         return out
 
     def refresh_neighbours(self, tx: Tx, tenant: str,

@@ -234,6 +234,14 @@ class Database(Protocol):
         """The engine's vector index for vectors of ``model`` with ``dims`` dimensions."""
         ...
 
+    def lock_threads(self, tx: Tx, tenant: str, threads: Sequence[tuple[str, str]]) -> None:
+        """Hold other writers of these episode threads ((scope key, thread) pairs) off until
+        the transaction ends: an append places its turns in their threads, and a forget or
+        a sweep re-indexes the turns around the ones it deletes, each from what the
+        transaction reads, so two of them must not work on one thread at once. A no-op
+        where every write transaction already excludes the others (SQLite)."""
+        ...
+
     def vector_count(self, tx: Tx, tenant: str, record_ids: Sequence[str]) -> int:
         """How many stored vectors (of any model) belong to these records."""
         ...

@@ -21,11 +21,17 @@ Contract:
   sequences of the layers (supersede a slot, next checkpoint version, feedback counts,
   ledger resume) are therefore serialised per tenant exactly as SQLite's ``BEGIN
   IMMEDIATE`` serialises them per file, while appends from many writers do not wait on
-  each other. A process's first write of a tenant records the tenant in ``tenants`` as the
-  transaction's first statement (before any lock), so a refused write leaves no trace.
+  each other unless they write to one episode thread: each thread has an advisory lock
+  (:meth:`PostgresDatabase.lock_threads`), taken first by an append and after the tenant
+  lock by a forget or a sweep, before it deletes (an append never takes the tenant lock,
+  so no two transactions wait on each other in a cycle). A process's first write of a
+  tenant records the tenant in ``tenants`` as the transaction's first statement (before
+  any lock), so a refused write leaves no trace.
   Reads of ``episodes`` alone never lock: episode rows are immutable. Every
-  lock is taken after a transaction's inserts of fresh keys, and locked transactions
-  insert no key an unlocked one could hold, so the scheme admits no lock cycle.
+  tenant lock is taken after a transaction's inserts of fresh keys, and locked
+  transactions insert no key an unlocked one could hold; the rows an append changes
+  (its threads' index entries) are those its thread locks hold; so the scheme admits no
+  lock cycle.
 - Errors: schema refusals (unique, check, trigger) become :class:`Conflict`; a
   serialization failure or deadlock becomes :class:`BackendError` with
   ``details["retryable"] = True``. A ``with`` body cannot be re-run, so
@@ -514,6 +520,17 @@ class PostgresDatabase:
         from .pg_vectors import delete_vectors
 
         return delete_vectors(tx, tenant, record_ids)
+
+    def lock_threads(self, tx: Any, tenant: str, threads: Sequence[tuple[str, str]]) -> None:
+        """A transaction-scoped advisory lock per thread, all taken in one statement in the
+        order of their keys' hashes (so two transactions never wait on each other in a
+        cycle). Appends take them first and never the tenant lock; a forget or a sweep
+        takes them after the tenant lock, before it deletes (see the module docstring)."""
+        keys = sorted({f"memstrata:{tenant}:thread:{scope_key}\x1f{thread}"
+                       for scope_key, thread in threads})
+        if keys:
+            tx.raw_execute("SELECT pg_advisory_xact_lock(h) FROM (SELECT hashtextextended(k, 1) "
+                           "AS h FROM unnest(%s::text[]) AS k ORDER BY 1) AS s", (keys,))
 
     def vector_count(self, tx: Any, tenant: str, record_ids: Sequence[str]) -> int:
         total = 0

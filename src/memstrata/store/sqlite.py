@@ -350,6 +350,10 @@ class SQLiteDatabase:
 
         return delete_vectors(tx, tenant, record_ids)
 
+    def lock_threads(self, tx: Any, tenant: str, threads: Sequence[tuple[str, str]]) -> None:
+        """Nothing to take: ``BEGIN IMMEDIATE`` already gives each write transaction the
+        whole file."""
+
     def vector_count(self, tx: Any, tenant: str, record_ids: Sequence[str]) -> int:
         total = 0
         for chunk in chunks(record_ids):
