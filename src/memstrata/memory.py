@@ -119,6 +119,9 @@ class Memory:
         else the offline MiniLM model when installed), ``None`` disables vectors,
         or pass an Embedder instance or spec string (``"minilm"``, ``"hash"``, ...).
         ``scratch_url`` (or ``$MEMSTRATA_SCRATCH_URL``): scratch in Redis.
+        ``tenant``: the tenant of the calls that take no scope (an operator's by-id
+        ``get``, ``forget`` without a scope's user...); a :class:`Scope` names its own
+        (``Scope(tenant=..., user=...)``, ``"default"`` when not given).
         """
         emb = _resolve_embedder(embedder)
         db = open_database(url, **db_options)

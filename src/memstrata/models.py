@@ -377,6 +377,9 @@ class ForgetReport(_Model):
     #: when compaction failed: the rows are gone, the engine retries on its next compaction.
     compacted: bool = True
     notes: list[str] = Field(default_factory=list)
+    #: Refs of matching facts and episodes the scope reads but does not own (records of a
+    #: broader scope, e.g. user-wide ones seen from a project): left, see ``notes``.
+    kept: list[str] = Field(default_factory=list)
 
     @property
     def total(self) -> int:

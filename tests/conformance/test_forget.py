@@ -80,3 +80,34 @@ def test_forget_by_subject_and_ids_and_everything(mem: Memory, alice: Scope) -> 
     everything = mem.forget(alice)
     assert everything.counts["facts"] == 1
     assert mem.facts.list(alice) == []
+
+
+def test_a_forget_leaves_what_its_scope_only_reads_and_says_so(mem: Memory) -> None:
+    """From a project, a user-wide record is read but not owned: the forget leaves it and
+    reports it (its ref in ``kept``, a note naming the scope that owns it), on the Python
+    API, the agent tool and the CLI's note; the owning scope forgets it."""
+    from memstrata.interfaces.tools import ToolDispatcher
+
+    user_wide = Scope(user="alice")
+    project = Scope(user="alice", project="docs-site")
+    ep = mem.episodes.append(user_wide, text="Alice said she is allergic to peanuts",
+                             actor="user", source="chat:1")
+    fact = mem.facts.propose(user_wide, claim="Allergic to peanuts", kind="profile",
+                             subject="alice", attribute="allergy", actor="user",
+                             source="chat:1").record
+    assert fact is not None
+    mine = mem.episodes.append(project, text="Ordered the peanut-free cake for the launch",
+                               actor="tool", source="shop:7")
+    assert {h.ref for h in mem.recall(project, "peanut allergy", k=10).items} >= {
+        f"episode:{ep.id}", f"fact:{fact.id}"}
+    report = mem.forget(project, match="peanut")
+    assert report.counts["episodes"] == 1 and report.ids == [f"episode:{mine.id}"]
+    assert set(report.kept) == {f"episode:{ep.id}", f"fact:{fact.id}"}
+    assert len(report.notes) == 1 and "user=alice" in report.notes[0]
+    assert mem.episodes.get(ep.id).text.startswith("Alice said")  # left, as reported
+    by_id = ToolDispatcher(mem, project).dispatch("forget", {"record_ids": [f"episode:{ep.id}"]})
+    assert by_id["total"] == 0 and by_id["kept"] == [f"episode:{ep.id}"] and by_id["notes"]
+    clean = mem.forget(project, match="no such words anywhere")
+    assert clean.kept == [] and clean.notes == []
+    owner = mem.forget(user_wide, match="peanut")
+    assert {f"episode:{ep.id}", f"fact:{fact.id}"} <= set(owner.ids) and owner.kept == []

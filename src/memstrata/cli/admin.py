@@ -97,6 +97,8 @@ def forget(as_json: bool, match: str | None, subject: str | None,
         verb = "would forget" if dry_run else "forgot"
         click.echo(f"{verb} {report.total} item(s) in {report.scope}: " +
                    ", ".join(f"{k} {v}" for k, v in report.counts.items()))
+        for note in report.notes:
+            click.echo(f"note: {note}")
 
 
 @click.group()

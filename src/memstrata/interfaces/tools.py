@@ -61,7 +61,16 @@ from ..arguments import (
 )
 from ..errors import MemstrataError, ValidationError
 from ..layers.episodes import EpisodeInput, run_thread
-from ..models import Checkpoint, Fact, Hit, Scope, WriteResult, build, make_scope
+from ..models import (
+    Checkpoint,
+    Fact,
+    ForgetReport,
+    Hit,
+    Scope,
+    WriteResult,
+    build,
+    make_scope,
+)
 from .tool_results import RESULT_SCHEMAS
 
 if TYPE_CHECKING:
@@ -315,9 +324,21 @@ def _complete_operation(d: ToolDispatcher, a: CompleteOperationArgs) -> dict[str
 
 
 def _forget(d: ToolDispatcher, a: ForgetArgs) -> dict[str, Any]:
-    report = d.mem.forget(d.scope, match=a.match, subject=a.subject, record_ids=a.record_ids,
-                          force=False, dry_run=a.dry_run)
-    return {"dry_run": report.dry_run, "total": report.total, "counts": report.counts}
+    return forget_result(d.mem.forget(d.scope, match=a.match, subject=a.subject,
+                                      record_ids=a.record_ids, force=False,
+                                      dry_run=a.dry_run))
+
+
+def forget_result(report: ForgetReport) -> dict[str, Any]:
+    """What a forget returns to a model or a service client: the counts, and what it left
+    (``kept``) and why (``notes``) when it left anything."""
+    out: dict[str, Any] = {"dry_run": report.dry_run, "total": report.total,
+                           "counts": report.counts}
+    if report.kept:
+        out["kept"] = report.kept
+    if report.notes:
+        out["notes"] = report.notes
+    return out
 
 
 TOOLS: tuple[ToolDef, ...] = (
@@ -642,6 +663,7 @@ __all__ = [
     "ToolDispatcher",
     "anthropic_tools",
     "error_result",
+    "forget_result",
     "openai_responses_tools",
     "openai_tools",
     "strict_schema",

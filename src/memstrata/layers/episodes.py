@@ -84,7 +84,7 @@ from ..store.base import Database, Row, Tx
 from ..store.sql import chunks, contains_sql, like_param, marks
 from ..tokens import count_tokens
 from .indexing import IndexEntry, RecordIndex
-from .selector import Selector
+from .selector import Selector, read_not_owned
 from .threads import CONTEXT_EPISODES, Plan, ThreadIndex
 
 COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
@@ -421,7 +421,19 @@ class Episodes:
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
         """Delete (unless ``dry_run``) the episodes ``sel`` selects; their full-text entries
         and vectors go by trigger. A ``subject`` selects episodes mentioning it."""
-        where, params = sel.where(_TEXT_COLUMNS)
+        return self._selected(tx, sel, sel.where(_TEXT_COLUMNS), dry_run=dry_run)
+
+    def kept_rows(self, tx: Tx, sel: Selector) -> list[tuple[str, Scope]]:
+        """(id, scope) of the episodes ``sel`` would select among those its scope reads but
+        does not own (user-wide ones seen from a project): what its forget leaves, to be
+        reported."""
+        among = read_not_owned(sel.scope, self.filter_sql(sel.scope, None))
+        ids = self._selected(tx, sel, sel.where(_TEXT_COLUMNS, among), dry_run=True)
+        return [(i, scope_from_row(r)) for i, r in self.rows(tx, sel.scope.tenant, ids).items()]
+
+    def _selected(self, tx: Tx, sel: Selector, base: tuple[str, list[Any]], *,
+                  dry_run: bool) -> list[str]:
+        where, params = base
         if sel.ids is not None:
             where += f" AND r.id IN ({marks(sel.ids)})"
             params += sel.ids

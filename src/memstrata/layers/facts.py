@@ -54,13 +54,14 @@ from ..scoping import (
     exact_sql,
     load_json_list,
     owned_sql,
+    scope_from_row,
     scope_values,
 )
 from ..store.base import Database, Row, Tx
 from ..store.sql import chunks, marks
 from .fact_reads import COLUMNS, SELECT, FactReads, fact_from_row
 from .indexing import IndexEntry, RecordIndex
-from .selector import Selector
+from .selector import Selector, read_not_owned
 
 #: Text columns a forget ``match`` searches.
 _TEXT_COLUMNS = ("claim", "subject", "attribute", "evidence", "source", "reason")
@@ -423,6 +424,21 @@ class Facts(FactReads):
         if ids and not dry_run:
             tx.execute(f"DELETE FROM facts AS r WHERE {where}", params)
         return ids
+
+    def kept_rows(self, tx: Tx, sel: Selector) -> builtins.list[tuple[str, Scope]]:
+        """(id, scope) of the facts ``sel`` would select (current or superseded) among
+        those its scope reads but does not own (user-wide ones seen from a project): what
+        its forget leaves, to be reported."""
+        where, params = sel.where(_TEXT_COLUMNS, read_not_owned(sel.scope, self.filter_sql(
+            sel.scope, None, statuses=("active", "superseded"))))
+        if sel.ids is not None:
+            where += f" AND r.id IN ({marks(sel.ids)})"
+            params += sel.ids
+        if sel.subject is not None:
+            where += " AND r.subject = ?"
+            params.append(sel.subject)
+        return [(r["id"], scope_from_row(r)) for r in tx.all(
+            f"SELECT r.id AS id, {SCOPE_COLUMNS} FROM facts r WHERE {where}", params)]
 
     def _lineage(self, tx: Tx, sel: Selector, ids: Sequence[str]) -> builtins.list[str]:
         """``ids`` and every fact linked to them by supersession, within the owned scope."""

@@ -23,6 +23,9 @@ Contract:
   (``compacted=False``, a note) and retried later, never raised over a committed forget.
 - Returns a ForgetReport with counts per layer; ``vectors`` counts the stored vectors of
   the forgotten records (measured, the same in a dry run); ``dry_run`` changes nothing.
+  Facts and episodes the selection matches that the scope reads but does not own (a
+  user-wide record seen from a project) are left, and reported: their refs in ``kept``
+  and a note naming the scope each belongs to.
 """
 
 from __future__ import annotations
@@ -79,6 +82,8 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
     with db.transaction(tenant, maintenance=True) as tx:
         fact_ids = layers.facts.forget_rows(tx, sel, dry_run=True)
         episode_ids = layers.episodes.forget_rows(tx, sel, dry_run=True)
+        kept = [(f"fact:{i}", sc) for i, sc in layers.facts.kept_rows(tx, sel)] + \
+            [(f"episode:{i}", sc) for i, sc in layers.episodes.kept_rows(tx, sel)]
         counts["vectors"] = db.vector_count(tx, tenant, [
             *fact_ids, *episode_ids, *layers.checkpoints.vector_ids(tx, sel)])
         if not dry_run:
@@ -109,6 +114,8 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
             # the database's scratch table: inside this transaction (a nested savepoint)
             counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
     notes: list[str] = []
+    if kept:
+        notes.append(_kept_note(sel.scope, kept))
     if scratch_too and not layers.scratch.transactional:
         try:  # another store (Redis): after the commit, and reported if it fails
             counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
@@ -134,7 +141,21 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
     order = ("facts", "episodes", "checkpoints", "operations", "procedures", "runs",
              "feedback", "scratch", "vectors")
     return ForgetReport(scope=sel.scope, counts={k: counts[k] for k in order}, ids=refs,
-                        dry_run=dry_run, compacted=compacted, notes=notes)
+                        dry_run=dry_run, compacted=compacted, notes=notes,
+                        kept=[ref for ref, _ in kept])
+
+
+def _kept_note(scope: Scope, kept: Sequence[tuple[str, Scope]]) -> str:
+    """What a forget left that its scope reads: records of broader scopes, named with the
+    scope that owns them (and so may forget them)."""
+    owners: dict[str, list[str]] = {}
+    for ref, owner in kept:
+        owners.setdefault(str(owner), []).append(ref)
+    shown = "; ".join(f"{', '.join(refs[:5])}{' ...' if len(refs) > 5 else ''} in {owner}"
+                      for owner, refs in sorted(owners.items()))
+    return (f"kept {len(kept)} matching record(s) that {scope} reads but does not own (a "
+            f"forget reaches only what its scope owns): {shown}; forget them with the scope "
+            "they belong to (CLI: memstrata forget with that scope's --user/--project)")
 
 
 __all__ = ["ForgetTargets", "forget"]

@@ -31,14 +31,26 @@ class Selector:
     def everything(self) -> bool:
         return self.match is None and self.subject is None and self.ids is None
 
-    def where(self, text_columns: Sequence[str]) -> tuple[str, list[Any]]:
-        """The WHERE fragment (alias ``r``) of the rows the scope owns and, with a match,
-        whose ``text_columns`` contain it (case-insensitive); the layer adds ids/subject."""
-        where, params = owned_sql(self.scope)
+    def where(self, text_columns: Sequence[str],
+              among: tuple[str, list[Any]] | None = None) -> tuple[str, list[Any]]:
+        """The WHERE fragment (alias ``r``) of the rows the scope owns (or those ``among``
+        selects) and, with a match, whose ``text_columns`` contain it (case-insensitive);
+        the layer adds ids/subject."""
+        where, params = owned_sql(self.scope) if among is None else (among[0],
+                                                                      list(among[1]))
         if self.match is not None:
             where += " AND (" + " OR ".join(contains_sql(f"r.{c}") for c in text_columns) + ")"
             params += [like_param(self.match)] * len(text_columns)
         return where, params
+
+
+def read_not_owned(scope: Scope, read: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
+    """The rows a layer's read filter ``read`` admits for ``scope`` that the scope does not
+    own (alias ``r``): records of a broader scope it sees (a user-wide one seen from a
+    project), which its forget does not reach."""
+    owned, params = owned_sql(scope)
+    # a NULL scope column makes the owned test NULL, not false: COALESCE reads it as no
+    return f"{read[0]} AND NOT COALESCE(({owned}), FALSE)", [*read[1], *params]
 
 
 def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any = None,
@@ -55,4 +67,4 @@ def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any =
     return Selector(sc, match, subject, ids)
 
 
-__all__ = ["Selector", "selector"]
+__all__ = ["Selector", "read_not_owned", "selector"]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ...arguments import ToolArgs
 from ...errors import ValidationError
 from ...models import Fact, Scope
-from ..tools import TOOLS, TOOLS_BY_NAME, ToolDispatcher, write_receipt
+from ..tools import TOOLS, TOOLS_BY_NAME, ToolDispatcher, forget_result, write_receipt
 from . import requests as rq
 from .keys import ApiKey, KeyStore, Role, role_at_least
 
@@ -219,7 +219,7 @@ def _forget_preview(c: Call, a: rq.ForgetPreviewArgs) -> dict[str, Any]:
                               hint="say what to forget; a scope is never wiped whole here")
     report = c.mem.forget(c.scope, match=a.match, subject=a.subject, record_ids=a.record_ids,
                           dry_run=True)
-    return {"dry_run": True, "total": report.total, "counts": report.counts}
+    return forget_result(report)
 
 
 def _procedures(c: Call, a: rq.ListProceduresArgs) -> dict[str, Any]:

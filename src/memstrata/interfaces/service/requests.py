@@ -178,7 +178,8 @@ VERSIONS_RESULT = obj({"task": STR, "versions": OBJS})
 TASKS_RESULT = obj({"tasks": STRS})
 OPERATIONS_RESULT = obj({"operations": OBJS})
 FORGET_PREVIEW_RESULT = obj({"dry_run": BOOL, "total": INT,
-                             "counts": {"type": "object", "additionalProperties": INT}})
+                             "counts": {"type": "object", "additionalProperties": INT}},
+                            {"kept": STRS, "notes": STRS})
 PROCEDURES_RESULT = obj({"procedures": OBJS})
 ACTIVATED_RESULT = obj({"name": STR, "version": INT, "status": STR})
 EXPORT_RESULT = obj({"files": {"type": "object", "additionalProperties": STR}})
