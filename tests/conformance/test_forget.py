@@ -111,3 +111,25 @@ def test_a_forget_leaves_what_its_scope_only_reads_and_says_so(mem: Memory) -> N
     assert clean.kept == [] and clean.notes == []
     owner = mem.forget(user_wide, match="peanut")
     assert {f"episode:{ep.id}", f"fact:{fact.id}"} <= set(owner.ids) and owner.kept == []
+
+
+def test_an_agents_forget_reaches_only_what_it_may_read(mem: Memory) -> None:
+    """A by-id or by-match forget through the agent tool applies the caller's readers, as
+    every read does: a turn restricted to bob is neither forgotten nor named for alice's
+    agent; the operator's forget (no principal) and bob's reach it."""
+    from memstrata.interfaces.tools import ToolDispatcher
+
+    scope = Scope(user="alice", project="docs-site")
+    hidden = mem.episodes.append(scope, text="Bob's salary review is on the quokka agenda",
+                                 actor="user", source="hr:1", readers=["bob"])
+    open_one = mem.episodes.append(scope, text="The quokka mascot ships on Friday",
+                                   actor="user", source="chat:2")
+    agent = ToolDispatcher(mem, scope)
+    by_id = agent.dispatch("forget", {"record_ids": [f"episode:{hidden.id}"]})
+    assert by_id["total"] == 0 and "kept" not in by_id
+    by_match = agent.dispatch("forget", {"match": "quokka", "dry_run": True})
+    assert by_match["counts"]["episodes"] == 1  # the open one only
+    report = mem.forget(scope, match="quokka", principal="alice")
+    assert report.ids == [f"episode:{open_one.id}"] and hidden.id not in str(report)
+    assert mem.episodes.get(hidden.id).id == hidden.id
+    assert mem.forget(scope, match="quokka", principal="bob").ids == [f"episode:{hidden.id}"]

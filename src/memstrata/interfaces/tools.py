@@ -324,9 +324,11 @@ def _complete_operation(d: ToolDispatcher, a: CompleteOperationArgs) -> dict[str
 
 
 def _forget(d: ToolDispatcher, a: ForgetArgs) -> dict[str, Any]:
+    # an agent forgets only what it may read: its principal, else the scope's user
     return forget_result(d.mem.forget(d.scope, match=a.match, subject=a.subject,
                                       record_ids=a.record_ids, force=False,
-                                      dry_run=a.dry_run))
+                                      dry_run=a.dry_run,
+                                      principal=d.principal or d.scope.user))
 
 
 def forget_result(report: ForgetReport) -> dict[str, Any]:

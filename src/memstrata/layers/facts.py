@@ -411,6 +411,9 @@ class Facts(FactReads):
         """Delete (unless ``dry_run``) the facts ``sel`` selects, every status; their
         full-text entries and vectors go by trigger. Returns the ids."""
         where, params = sel.where(_TEXT_COLUMNS)
+        if sel.principal is not None:  # only what the principal may read
+            where += f" AND {self._db.readers_clause('r.readers')}"
+            params.append(sel.principal)
         if sel.ids is not None:
             # a fact is forgotten with its whole supersession history (the versions share
             # its slot and usually its text)
@@ -430,7 +433,7 @@ class Facts(FactReads):
         those its scope reads but does not own (user-wide ones seen from a project): what
         its forget leaves, to be reported."""
         where, params = sel.where(_TEXT_COLUMNS, read_not_owned(sel.scope, self.filter_sql(
-            sel.scope, None, statuses=("active", "superseded"))))
+            sel.scope, sel.principal, statuses=("active", "superseded"))))
         if sel.ids is not None:
             where += f" AND r.id IN ({marks(sel.ids)})"
             params += sel.ids

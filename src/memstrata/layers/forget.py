@@ -25,7 +25,9 @@ Contract:
   the forgotten records (measured, the same in a dry run); ``dry_run`` changes nothing.
   Facts and episodes the selection matches that the scope reads but does not own (a
   user-wide record seen from a project) are left, and reported: their refs in ``kept``
-  and a note naming the scope each belongs to.
+  and a note naming the scope each belongs to. With ``principal`` (an agent's forget),
+  facts and episodes restricted to readers are forgotten (and reported) only where the
+  principal is one of them: a forget reaches no record its caller may not read.
 """
 
 from __future__ import annotations
@@ -67,11 +69,12 @@ class ForgetTargets:
 def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *,
            match: str | None = None, subject: str | None = None,
            record_ids: Sequence[str] | None = None, force: bool = False,
-           dry_run: bool = False) -> ForgetReport:
+           dry_run: bool = False, principal: str | None = None) -> ForgetReport:
     """Delete for real; see the module docstring."""
     force = bool_arg(force, "force")
     dry_run = bool_arg(dry_run, "dry_run")
-    sel = selector(scope, match=match, subject=subject, record_ids=record_ids)
+    sel = selector(scope, match=match, subject=subject, record_ids=record_ids,
+                   principal=principal)
     if sel.scope.is_unscoped and not force:
         raise AccessDenied(
             f"refusing to forget across the whole tenant {sel.scope.tenant!r}",

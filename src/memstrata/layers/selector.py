@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ValidationError
-from ..inputs import ids_arg, text_arg
+from ..inputs import ids_arg, name_arg, text_arg
 from ..models import Scope, make_scope
 from ..scoping import owned_sql
 from ..store.sql import contains_sql, like_param
@@ -26,6 +26,10 @@ class Selector:
     match: str | None = None
     subject: str | None = None
     ids: list[str] | None = None
+    #: Whom the forget is made for: facts and episodes restricted to readers are selected
+    #: only when this principal is one of them (None: the operator's forget, every record
+    #: the scope owns).
+    principal: str | None = None
 
     @property
     def everything(self) -> bool:
@@ -54,9 +58,12 @@ def read_not_owned(scope: Scope, read: tuple[str, list[Any]]) -> tuple[str, list
 
 
 def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any = None,
-             record_ids: Sequence[str] | None = None) -> Selector:
+             record_ids: Sequence[str] | None = None,
+             principal: str | None = None) -> Selector:
     """A validated :class:`Selector` (ValidationError for bad input)."""
     sc = make_scope(scope)
+    if principal is not None:
+        principal = name_arg(principal, "principal")
     if match is not None:
         match = text_arg(match, "match", max_len=1000)
     if subject is not None:
@@ -64,7 +71,7 @@ def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any =
         if not subject:
             raise ValidationError("subject must not be empty")
     ids = None if record_ids is None else ids_arg(record_ids, "record_ids")
-    return Selector(sc, match, subject, ids)
+    return Selector(sc, match, subject, ids, principal)
 
 
 __all__ = ["Selector", "read_not_owned", "selector"]

@@ -217,8 +217,10 @@ def _forget_preview(c: Call, a: rq.ForgetPreviewArgs) -> dict[str, Any]:
     if a.match is None and a.subject is None and not a.record_ids:
         raise ValidationError("a forget preview needs match, subject or record_ids",
                               hint="say what to forget; a scope is never wiped whole here")
+    # what the forget itself would reach (the tool's rule: the key's principal, else the
+    # scope's user)
     report = c.mem.forget(c.scope, match=a.match, subject=a.subject, record_ids=a.record_ids,
-                          dry_run=True)
+                          dry_run=True, principal=c.principal or c.scope.user)
     return forget_result(report)
 
 
