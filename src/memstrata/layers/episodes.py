@@ -85,7 +85,7 @@ from ..store.sql import chunks, contains_sql, like_param, marks
 from ..tokens import count_tokens
 from .indexing import IndexEntry, RecordIndex
 from .selector import Selector, read_not_owned
-from .threads import CONTEXT_EPISODES, Plan, ThreadIndex
+from .threads import CONTEXT_EPISODES, ThreadIndex
 
 COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
            "confidence, expires_at, supersedes, readers, flags, subject, thread")
@@ -299,19 +299,13 @@ class Episodes:
         inputs = [i.model_copy(update={"observed_at": i.observed_at or now,
                                        "thread": i.thread or i.source}) for i in inputs]
         inputs = self._inherit_readers(tenant, inputs)
-        # placed and embedded before the write transaction (an embedding holds no lock) ...
-        plan = self._threads.plan(tenant, inputs)
-        texts, moved = self._vector_texts(inputs, plan)
+        # placed and embedded before the write transaction (an embedding holds no lock),
+        # then placed again inside it (ThreadIndex.replace)
+        texts = self._threads.vector_texts(inputs, self._threads.plan(tenant, inputs))[0]
         made = self._index.embed(texts)
         ids = [new_id() for _ in inputs]
         with self._db.transaction(tenant) as tx:
-            # ... and placed again inside it, the threads held: a turn forgotten or written
-            # since by another writer is not (or is) in the context; what changed is
-            # embedded again, here (only then)
-            self._db.lock_threads(tx, tenant, self._threads.threads_in(inputs))
-            plan = self._threads.plan(tenant, inputs, tx)
-            texts_now, moved = self._vector_texts(inputs, plan)
-            vectors = made if texts_now == texts else self._reembed(texts, made, texts_now)
+            plan, moved, vectors = self._threads.replace(tx, tenant, inputs, texts, made)
             for n, item in enumerate(inputs):
                 if item.supersedes is not None:
                     inputs[n] = self._check_supersedes(tx, item)
@@ -332,31 +326,6 @@ class Episodes:
             self._threads.refresh(tx, tenant, plan.refresh, moved,
                           None if vectors is None else vectors[len(inputs):])
             return list(self._read_many(tx, tenant, ids).values())
-
-    def _vector_texts(self, inputs: Sequence[EpisodeInput],
-                      plan: Plan) -> tuple[list[str], list[int]]:
-        """What the vectors of a placed batch are made from: each new turn's, then each
-        stored neighbour's whose previous line changes (those neighbours' positions in
-        ``plan.refresh`` are returned too)."""
-        moved = [n for n, r in enumerate(plan.refresh) if r.reembed]
-        texts = [self.embed_text(before, self.line(i))
-                 for i, before in zip(inputs, plan.before, strict=True)]
-        return texts + [self.embed_text(plan.refresh[n].before, self.line(plan.refresh[n].row))
-                        for n in moved], moved
-
-    def _reembed(self, texts: Sequence[str], made: Any, wanted: Sequence[str]) -> Any:
-        """The vectors of ``wanted``: those of ``texts`` already ``made`` reused, the others
-        embedded now."""
-        if made is None:
-            return None
-        import numpy as np
-
-        have = {t: made[n] for n, t in enumerate(texts)}
-        missing = [t for t in dict.fromkeys(wanted) if t not in have]
-        fresh = self._index.embed(missing) if missing else None
-        if fresh is not None:
-            have.update(zip(missing, fresh, strict=True))
-        return np.stack([have[t] for t in wanted]) if wanted else made[:0]
 
     def _screen(self, item: EpisodeInput) -> EpisodeInput:
         """Secrets redacted in every stored string; the trust flags of the text."""

@@ -10,11 +10,14 @@ Contract (the rules behind :class:`memstrata.layers.episodes.Episodes`, which ow
   never speaks through the entry of a neighbour others may read, or that outlives it.
 - :meth:`ThreadIndex.plan` places a batch in its threads before it is written (the lines
   around each new turn, and the stored neighbours whose context changes, re-embedded when
-  their previous line changes); :meth:`ThreadIndex.refresh_neighbours` rebuilds the
-  entries around deleted turns (forget, sweep), dropping a vector it cannot make again
-  without an embedder; :meth:`ThreadIndex.rebuild_restricted_threads` rewrites the threads
-  that hold restricted or expiring turns (reindex); :meth:`ThreadIndex.embed_items` gives a
-  reindex every episode's vector text.
+  their previous line changes), and :meth:`ThreadIndex.replace` again inside the write
+  transaction, its threads held against other writers;
+  :meth:`ThreadIndex.refresh_neighbours` rebuilds the entries around deleted turns
+  (forget, sweep; :meth:`ThreadIndex.threads_of` holds their threads first), dropping a
+  vector it cannot make again without an embedder;
+  :meth:`ThreadIndex.rebuild_restricted_threads` rewrites the threads that hold restricted
+  or expiring turns (reindex); :meth:`ThreadIndex.embed_items` gives a reindex every
+  episode's vector text.
 - This module writes index entries only through the record index, never the rows.
 """
 
@@ -173,6 +176,37 @@ class ThreadIndex:
                     plan.refresh.append(Neighbour(x, before, after,
                                                   reembed=bool(ahead) and new[ahead[-1]]))
         return plan
+
+    def vector_texts(self, inputs: Sequence[Any], plan: Plan) -> tuple[list[str], list[int]]:
+        """What the vectors of a placed batch are made from: each new turn's, then each
+        stored neighbour's whose previous line changes (those neighbours' positions in
+        ``plan.refresh`` are returned too)."""
+        moved = [n for n, r in enumerate(plan.refresh) if r.reembed]
+        texts = [self.embed_text(before, self.line(i))
+                 for i, before in zip(inputs, plan.before, strict=True)]
+        return texts + [self.embed_text(plan.refresh[n].before, self.line(plan.refresh[n].row))
+                        for n in moved], moved
+
+    def replace(self, tx: Tx, tenant: str, inputs: Sequence[Any], texts: Sequence[str],
+                made: Any) -> tuple[Plan, list[int], Any]:
+        """Inside a batch's write transaction: hold its threads (:meth:`Database.lock_threads`)
+        and place it again, so a turn another writer forgot or wrote since it was placed
+        is not (or is) in the context; returns the plan, the refreshed neighbours to
+        re-embed and the vectors: those ``made`` from ``texts`` before the transaction,
+        and only what changed embedded now."""
+        self._db.lock_threads(tx, tenant, self.threads_in(inputs))
+        plan = self.plan(tenant, inputs, tx)
+        wanted, moved = self.vector_texts(inputs, plan)
+        if made is None or list(wanted) == list(texts):
+            return plan, moved, made
+        import numpy as np
+
+        have = {t: made[n] for n, t in enumerate(texts)}
+        missing = [t for t in dict.fromkeys(wanted) if t not in have]
+        fresh = self._index.embed(missing) if missing else None
+        if fresh is not None:
+            have.update(zip(missing, fresh, strict=True))
+        return plan, moved, np.stack([have[t] for t in wanted])
 
     def refresh(self, tx: Tx, tenant: str, targets: Sequence[Neighbour],
                 moved: Sequence[int], vectors: Any) -> None:
