@@ -209,6 +209,29 @@ def test_two_appends_to_one_thread_at_once_leave_no_stale_context(
     assert hmem.doctor() == []
 
 
+def test_forgetting_a_turn_of_a_batch_clears_it_from_every_entry(hmem: Memory) -> None:
+    """A batch's turns share their time, so a forgotten turn's neighbours are found in
+    thread order (time, then id), not by time alone (before: the turn two places on, in
+    the next batch, kept the forgotten words); and a turn whose context reached past
+    restricted turns to the forgotten one is rebuilt too."""
+    def batch(*texts: str, readers: list[str] | None = None) -> list[str]:
+        return [e.id for e in hmem.episodes.append_many(
+            [{"scope": ALICE, "text": t, "actor": "user", "source": "chat:b", "thread": "T",
+              "readers": readers} for t in texts])]
+
+    batch("hello there", "my card pin is 4412 zebraquartz")
+    batch("ok noted", "anything else?")
+    hmem.forget(ALICE, match="zebraquartz")
+    assert lexical_matches(hmem, ALICE, "zebraquartz") == set()
+    batch("the vault opens with wombatine keys")
+    batch("payroll detail one", "payroll detail two", readers=["alice"])
+    last = batch("lunch is at noon")
+    assert f"episode:{last[0]}" in lexical_matches(hmem, ALICE, "wombatine")  # past both
+    hmem.forget(ALICE, match="wombatine")
+    assert lexical_matches(hmem, ALICE, "wombatine") == set()
+    assert hmem.doctor() == []
+
+
 # -- handoffs: earlier checkpoint versions and closed tasks -------------------------------
 
 def test_an_old_handoff_is_found_by_a_query_and_never_enters_context(

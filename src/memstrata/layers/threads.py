@@ -238,36 +238,34 @@ class ThreadIndex:
 
     def refresh_neighbours(self, tx: Tx, tenant: str,
                            threads: Sequence[tuple[str, str, Any, str]]) -> int:
-        """Re-index the episodes that had a forgotten episode in their thread context (the
-        ones before it and after it): their lexical context is rebuilt from the episodes
-        that remain, and the vector of the one that followed it (the only vector made with
-        its line, :meth:`embed_text`), so a forgotten text survives in no neighbour's index
-        entry. Returns how many entries were rebuilt."""
+        """Re-index the episodes that may have had a deleted episode in their thread
+        context: on each side, in thread order (observed time, then id: a batch's turns
+        share their time), every turn with fewer than :data:`CONTEXT_EPISODES` turns it
+        may join (:func:`may_join`) between it and the deleted one. Their lexical context
+        is rebuilt from the episodes that remain, and the vectors of those that came next
+        with no such turn between (made with its line, :meth:`embed_text`) are made again,
+        so a deleted text survives in no neighbour's index entry. Returns how many entries
+        were rebuilt."""
         seen: set[str] = set()
         targets: list[Row] = []
         followers: set[str] = set()
         for scope_key, thread, observed, gone in threads:
-            nxt = tx.one(
-                f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "(r.observed_at > ? OR (r.observed_at = ? AND r.id > ?)) ORDER BY "
-                "r.observed_at, r.id LIMIT 1", (tenant, scope_key, thread, observed, observed,
-                                                gone))
-            if nxt is not None:
-                followers.add(nxt["id"])
-                if nxt["id"] not in seen:
-                    seen.add(nxt["id"])
-                    targets.append(nxt)
-            around = [*tx.all(
-                f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "r.observed_at >= ? ORDER BY r.observed_at, r.id LIMIT ?",
-                (tenant, scope_key, thread, observed, CONTEXT_EPISODES)), *tx.all(
-                f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "r.observed_at <= ? ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
-                (tenant, scope_key, thread, observed, CONTEXT_EPISODES))]
-            for row in around:
-                if row["id"] not in seen:
-                    seen.add(row["id"])
-                    targets.append(row)
+            for cmp, order in ((">", "ASC"), ("<", "DESC")):
+                side = tx.all(
+                    f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? "
+                    f"AND (r.observed_at {cmp} ? OR (r.observed_at = ? AND r.id {cmp} ?)) "
+                    f"ORDER BY r.observed_at {order}, r.id {order} LIMIT ?",
+                    (tenant, scope_key, thread, observed, observed, gone, _PLACE_BACK))
+                access = [access_of(r) for r in side]
+                for i, row in enumerate(side):
+                    between = sum(may_join(access[i], access[j]) for j in range(i))
+                    if between >= CONTEXT_EPISODES:
+                        continue  # the deleted turn was past its reach
+                    if cmp == ">" and between == 0:
+                        followers.add(row["id"])  # its vector held the deleted line
+                    if row["id"] not in seen:
+                        seen.add(row["id"])
+                        targets.append(row)
         if not targets:
             return 0
         contexts = [self.context_of(tx, tenant, row) for row in targets]
