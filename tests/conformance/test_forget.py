@@ -133,3 +133,21 @@ def test_an_agents_forget_reaches_only_what_it_may_read(mem: Memory) -> None:
     assert report.ids == [f"episode:{open_one.id}"] and hidden.id not in str(report)
     assert mem.episodes.get(hidden.id).id == hidden.id
     assert mem.forget(scope, match="quokka", principal="bob").ids == [f"episode:{hidden.id}"]
+
+
+def test_a_forget_by_subject_takes_the_episodes_about_it_and_no_others(mem: Memory) -> None:
+    """An episode is about a subject when its subject field is it or its text names it as
+    a word: forgetting "Al" takes "Al reviewed the PR" and the one whose subject is Al,
+    never "no malice intended" or "we also shipped" (before: both went, and the one whose
+    subject is Al stayed)."""
+    scope = Scope(user="alice", project="p1")
+
+    def ep(text: str, **kw: str) -> str:
+        return mem.episodes.append(scope, text=text, actor="user", source="chat:1", **kw).id
+
+    named, about = ep("Al reviewed the PR"), ep("reviewed the PR quickly", subject="Al")
+    kept = [ep("no malice intended in the review"), ep("we also shipped the release"),
+            ep("Alice asked for a rebase")]
+    report = mem.forget(scope, subject="Al")
+    assert sorted(report.ids) == sorted([f"episode:{named}", f"episode:{about}"])
+    assert [mem.episodes.get(i).id for i in kept] == kept

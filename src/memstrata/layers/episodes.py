@@ -39,6 +39,7 @@ Contract:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -140,6 +141,16 @@ def episode_from_row(row: Row, superseded: bool = False, now: datetime | None = 
         flags=load_json_list(row["flags"]) or [], subject=row["subject"],
         thread=row["thread"],
     )
+
+
+def mentions(row: Row, subject: str) -> bool:
+    """Whether an episode is about ``subject`` (lower-case, as a forget's selector holds
+    it): its subject field is it, or its text names it as a whole word or phrase ("Al" is
+    in "Al reviewed the PR", not in "no malice intended")."""
+    if " ".join(str(row["subject"] or "").lower().split()) == subject:
+        return True
+    words = r"\s+".join(re.escape(w) for w in subject.split())
+    return re.search(rf"(?<!\w){words}(?!\w)", str(row["text"]), re.IGNORECASE) is not None
 
 
 def excerpt(text: str, query_terms: Sequence[str] = (), width: int = 240) -> str:
@@ -411,12 +422,16 @@ class Episodes:
             where += f" AND r.id IN ({marks(sel.ids)})"
             params += sel.ids
         if sel.subject is not None:
-            where += f" AND {contains_sql('r.text')}"
-            params.append(like_param(sel.subject))
-        ids = [r["id"] for r in tx.all(f"SELECT r.id AS id FROM episodes r WHERE {where}",
-                                       params)]
+            # a cheap superset first: the subject field or the text holding its letters
+            where += f" AND ({contains_sql('r.subject')} OR {contains_sql('r.text')})"
+            params += [like_param(sel.subject)] * 2
+        rows = tx.all(f"SELECT r.id AS id, r.subject AS subject, r.text AS text FROM episodes r "
+                      f"WHERE {where}", params)
+        if sel.subject is not None:
+            rows = [r for r in rows if mentions(r, sel.subject)]
+        ids = [r["id"] for r in rows]
         if ids and not dry_run:
-            tx.execute(f"DELETE FROM episodes AS r WHERE {where}", params)
+            self.delete_rows(tx, sel.scope.tenant, ids)
         return ids
 
     def delete_rows(self, tx: Tx, tenant: str, ids: Sequence[str]) -> int:
