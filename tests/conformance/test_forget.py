@@ -151,3 +151,19 @@ def test_a_forget_by_subject_takes_the_episodes_about_it_and_no_others(mem: Memo
     report = mem.forget(scope, subject="Al")
     assert sorted(report.ids) == sorted([f"episode:{named}", f"episode:{about}"])
     assert [mem.episodes.get(i).id for i in kept] == kept
+
+
+def test_a_reference_names_one_layer_and_one_that_matches_nothing_is_reported(
+        mem: Memory) -> None:
+    """``fact:ID`` names a fact only (before: the episode with that id went too) and a
+    reference that matches nothing is named in the notes (before: dropped silently)."""
+    scope = Scope(user="alice", project="p1")
+    gone, other = (mem.episodes.append(scope, text=f"note {n}", actor="user",
+                                       source="chat:1").id for n in range(2))
+    report = mem.forget(scope, record_ids=[f"episode:{gone}", f"fact:{other}", "banana"])
+    assert report.ids == [f"episode:{gone}"]
+    assert mem.episodes.get(other).id == other
+    assert len(report.notes) == 1 and f"fact:{other}" in report.notes[0] \
+        and "banana" in report.notes[0]
+    again = mem.forget(scope, record_ids=[f"episode:{gone}"])  # forgetting twice: a note
+    assert again.total == 0 and f"episode:{gone}" in again.notes[0]

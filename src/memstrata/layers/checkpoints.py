@@ -347,9 +347,10 @@ class Checkpoints:
         if sel.subject is not None:
             return None
         where, params = sel.where(("data", "task"))
-        if sel.ids is not None:
+        ids = sel.ids_for("checkpoint")
+        if ids is not None:
             # an id is a reference without its layer ("TASK@N"); others name other layers
-            named = [(task, int(v)) for task, at, v in (i.rpartition("@") for i in sel.ids)
+            named = [(task, int(v)) for task, at, v in (i.rpartition("@") for i in ids)
                      if task and at and v.isdigit()]
             if not named:
                 return None

@@ -418,9 +418,12 @@ class Episodes:
     def _selected(self, tx: Tx, sel: Selector, base: tuple[str, list[Any]], *,
                   dry_run: bool) -> list[str]:
         where, params = base
-        if sel.ids is not None:
-            where += f" AND r.id IN ({marks(sel.ids)})"
-            params += sel.ids
+        ids = sel.ids_for("episode")
+        if ids is not None:
+            if not ids:
+                return []
+            where += f" AND r.id IN ({marks(ids)})"
+            params += ids
         if sel.subject is not None:
             # a cheap superset first: the subject field or the text holding its letters
             where += f" AND ({contains_sql('r.subject')} OR {contains_sql('r.text')})"

@@ -414,10 +414,13 @@ class Facts(FactReads):
         if sel.principal is not None:  # only what the principal may read
             where += f" AND {self._db.readers_clause('r.readers')}"
             params.append(sel.principal)
-        if sel.ids is not None:
+        named = sel.ids_for("fact")
+        if named is not None:
+            if not named:
+                return []
             # a fact is forgotten with its whole supersession history (the versions share
             # its slot and usually its text)
-            ids = self._lineage(tx, sel, sel.ids)
+            ids = self._lineage(tx, sel, named)
             where += f" AND r.id IN ({marks(ids)})"
             params += ids
         if sel.subject is not None:
@@ -434,9 +437,12 @@ class Facts(FactReads):
         its forget leaves, to be reported."""
         where, params = sel.where(_TEXT_COLUMNS, read_not_owned(sel.scope, self.filter_sql(
             sel.scope, sel.principal, statuses=("active", "superseded"))))
-        if sel.ids is not None:
-            where += f" AND r.id IN ({marks(sel.ids)})"
-            params += sel.ids
+        named = sel.ids_for("fact")
+        if named is not None:
+            if not named:
+                return []
+            where += f" AND r.id IN ({marks(named)})"
+            params += named
         if sel.subject is not None:
             where += " AND r.subject = ?"
             params.append(sel.subject)

@@ -47,7 +47,7 @@ from .feedback import Feedback
 from .ledger import Ledger
 from .procedures import Procedures
 from .runs import Runs
-from .selector import selector
+from .selector import Selector, selector
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,12 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
     notes: list[str] = []
     if kept:
         notes.append(_kept_note(sel.scope, kept))
+    unmatched = _unmatched(sel, {*fact_ids, *episode_ids}, checkpoint_refs, kept)
+    if unmatched:
+        notes.append(f"{len(unmatched)} reference(s) matched nothing this scope owns"
+                     f"{' and may read' if sel.principal else ''}: {', '.join(unmatched[:10])}"
+                     f"{' ...' if len(unmatched) > 10 else ''} (a fact:ID names a fact, an "
+                     "episode:ID an episode, checkpoint:TASK@N a checkpoint version)")
     if scratch_too and not layers.scratch.transactional:
         try:  # another store (Redis): after the commit, and reported if it fails
             counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
@@ -146,6 +152,15 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
     return ForgetReport(scope=sel.scope, counts={k: counts[k] for k in order}, ids=refs,
                         dry_run=dry_run, compacted=compacted, notes=notes,
                         kept=[ref for ref, _ in kept])
+
+
+def _unmatched(sel: Selector, found: set[str], checkpoint_refs: Sequence[str],
+               kept: Sequence[tuple[str, Scope]]) -> list[str]:
+    """The references of a by-id forget that named no record it found (as given), so none
+    is dropped without a word."""
+    hit = {*found, *(ref.partition(":")[2] for ref in checkpoint_refs),
+           *(ref.partition(":")[2] for ref, _ in kept)}
+    return [f"{kind}:{i}" if kind else i for kind, i in sel.refs if i not in hit]
 
 
 def _kept_note(scope: Scope, kept: Sequence[tuple[str, Scope]]) -> str:

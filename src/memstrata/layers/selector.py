@@ -26,10 +26,19 @@ class Selector:
     match: str | None = None
     subject: str | None = None
     ids: list[str] | None = None
+    #: The references given (layer, id), in order; a bare id has no layer (any layer).
+    refs: tuple[tuple[str | None, str], ...] = ()
     #: Whom the forget is made for: facts and episodes restricted to readers are selected
     #: only when this principal is one of them (None: the operator's forget, every record
     #: the scope owns).
     principal: str | None = None
+
+    def ids_for(self, layer: str) -> list[str] | None:
+        """The ids this selection names in ``layer`` (``fact``, ``episode``, ``checkpoint``):
+        its references to that layer and its bare ids; None when it names no ids at all."""
+        if self.ids is None:
+            return None
+        return [i for kind, i in self.refs if kind in (None, layer)]
 
     @property
     def everything(self) -> bool:
@@ -71,7 +80,11 @@ def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any =
         if not subject:
             raise ValidationError("subject must not be empty")
     ids = None if record_ids is None else ids_arg(record_ids, "record_ids")
-    return Selector(sc, match, subject, ids, principal)
+    refs: tuple[tuple[str | None, str], ...] = ()
+    if ids is not None:  # each id with the layer its reference names (ids_arg checked)
+        refs = tuple((str(r).partition(":")[0] if ":" in str(r) else None, i)
+                     for r, i in zip(record_ids or (), ids, strict=True))
+    return Selector(sc, match, subject, ids, refs, principal)
 
 
 __all__ = ["Selector", "read_not_owned", "selector"]
