@@ -121,10 +121,12 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         notes.append(_kept_note(sel.scope, kept))
     unmatched = _unmatched(sel, {*fact_ids, *episode_ids}, checkpoint_refs, kept)
     if unmatched:
-        notes.append(f"{len(unmatched)} reference(s) matched nothing this scope owns"
-                     f"{' and may read' if sel.principal else ''}: {', '.join(unmatched[:10])}"
-                     f"{' ...' if len(unmatched) > 10 else ''} (a fact:ID names a fact, an "
-                     "episode:ID an episode, checkpoint:TASK@N a checkpoint version)")
+        # by position: an id the caller may not see is never echoed into an answer
+        shown = ", ".join(f"#{n}" for n in unmatched[:20]) + (" ..." if len(unmatched) > 20
+                                                               else "")
+        notes.append(f"record_ids {shown} (of {len(sel.refs)}) matched nothing this scope "
+                     f"owns{' and may read' if sel.principal else ''}: a fact:ID names a "
+                     "fact, an episode:ID an episode, checkpoint:TASK@N a checkpoint version")
     if scratch_too and not layers.scratch.transactional:
         try:  # another store (Redis): after the commit, and reported if it fails
             counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
@@ -155,12 +157,12 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
 
 
 def _unmatched(sel: Selector, found: set[str], checkpoint_refs: Sequence[str],
-               kept: Sequence[tuple[str, Scope]]) -> list[str]:
-    """The references of a by-id forget that named no record it found (as given), so none
-    is dropped without a word."""
+               kept: Sequence[tuple[str, Scope]]) -> list[int]:
+    """The positions (from 1) of the references of a by-id forget that named no record it
+    found, so none is dropped without a word."""
     hit = {*found, *(ref.partition(":")[2] for ref in checkpoint_refs),
            *(ref.partition(":")[2] for ref, _ in kept)}
-    return [f"{kind}:{i}" if kind else i for kind, i in sel.refs if i not in hit]
+    return [n for n, (_, i) in enumerate(sel.refs, 1) if i not in hit]
 
 
 def _kept_note(scope: Scope, kept: Sequence[tuple[str, Scope]]) -> str:
