@@ -85,7 +85,7 @@ from ..store.base import Database, Row, Tx
 from ..store.sql import chunks, contains_sql, like_param, marks
 from ..tokens import count_tokens
 from .indexing import IndexEntry, RecordIndex
-from .selector import Selector, read_not_owned
+from .selector import Selector, narrowed, read_not_owned
 from .threads import CONTEXT_EPISODES, ThreadIndex
 
 COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
@@ -417,13 +417,10 @@ class Episodes:
 
     def _selected(self, tx: Tx, sel: Selector, base: tuple[str, list[Any]], *,
                   dry_run: bool) -> list[str]:
-        where, params = base
-        ids = sel.ids_for("episode")
-        if ids is not None:
-            if not ids:
-                return []
-            where += f" AND r.id IN ({marks(ids)})"
-            params += ids
+        chosen = narrowed(sel, "episode", base)
+        if chosen is None:
+            return []
+        where, params = chosen
         if sel.subject is not None:
             # a cheap superset first: the subject field or the text holding its letters
             where += f" AND ({contains_sql('r.subject')} OR {contains_sql('r.text')})"

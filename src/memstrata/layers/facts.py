@@ -61,7 +61,7 @@ from ..store.base import Database, Row, Tx
 from ..store.sql import chunks, marks
 from .fact_reads import COLUMNS, SELECT, FactReads, fact_from_row
 from .indexing import IndexEntry, RecordIndex
-from .selector import Selector, read_not_owned
+from .selector import Selector, narrowed, read_not_owned
 
 #: Text columns a forget ``match`` searches.
 _TEXT_COLUMNS = ("claim", "subject", "attribute", "evidence", "source", "reason")
@@ -435,14 +435,12 @@ class Facts(FactReads):
         """(id, scope) of the facts ``sel`` would select (current or superseded) among
         those its scope reads but does not own (user-wide ones seen from a project): what
         its forget leaves, to be reported."""
-        where, params = sel.where(_TEXT_COLUMNS, read_not_owned(sel.scope, self.filter_sql(
-            sel.scope, sel.principal, statuses=("active", "superseded"))))
-        named = sel.ids_for("fact")
-        if named is not None:
-            if not named:
-                return []
-            where += f" AND r.id IN ({marks(named)})"
-            params += named
+        chosen = narrowed(sel, "fact", sel.where(_TEXT_COLUMNS, read_not_owned(
+            sel.scope, self.filter_sql(sel.scope, sel.principal,
+                                       statuses=("active", "superseded")))))
+        if chosen is None:
+            return []
+        where, params = chosen
         if sel.subject is not None:
             where += " AND r.subject = ?"
             params.append(sel.subject)

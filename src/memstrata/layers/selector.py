@@ -14,7 +14,7 @@ from ..errors import ValidationError
 from ..inputs import ids_arg, name_arg, text_arg
 from ..models import Scope, make_scope
 from ..scoping import owned_sql
-from ..store.sql import contains_sql, like_param
+from ..store.sql import contains_sql, like_param, marks
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,18 @@ class Selector:
         return where, params
 
 
+def narrowed(sel: Selector, layer: str,
+             base: tuple[str, list[Any]]) -> tuple[str, list[Any]] | None:
+    """``base`` narrowed to the ids the selection names in ``layer`` (:meth:`Selector.ids_for`;
+    unchanged when it names none at all); None when it names ids, none of them there."""
+    ids = sel.ids_for(layer)
+    if ids is None:
+        return base
+    if not ids:
+        return None
+    return f"{base[0]} AND r.id IN ({marks(ids)})", [*base[1], *ids]
+
+
 def read_not_owned(scope: Scope, read: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
     """The rows a layer's read filter ``read`` admits for ``scope`` that the scope does not
     own (alias ``r``): records of a broader scope it sees (a user-wide one seen from a
@@ -87,4 +99,4 @@ def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any =
     return Selector(sc, match, subject, ids, refs, principal)
 
 
-__all__ = ["Selector", "read_not_owned", "selector"]
+__all__ = ["Selector", "narrowed", "read_not_owned", "selector"]
