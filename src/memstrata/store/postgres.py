@@ -528,6 +528,10 @@ class PostgresDatabase:
         takes them after the tenant lock, before it deletes (see the module docstring)."""
         keys = sorted({f"memstrata:{tenant}:thread:{scope_key}\x1f{thread}"
                        for scope_key, thread in threads})
+        if keys and isinstance(tx, PgTx) and tx.maintenance:
+            # a forget or a sweep holds the tenant lock first, whatever it read before (a
+            # forget by episode ids alone reads no mutable table first): one order, no cycle
+            tx.lock()
         if keys:
             tx.raw_execute("SELECT pg_advisory_xact_lock(h) FROM (SELECT hashtextextended(k, 1) "
                            "AS h FROM unnest(%s::text[]) AS k ORDER BY 1) AS s", (keys,))
