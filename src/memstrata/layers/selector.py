@@ -25,18 +25,23 @@ class Selector:
     scope: Scope
     match: str | None = None
     subject: str | None = None
-    ids: list[str] | None = None
     #: The references given (layer, id), in order; a bare id has no layer (any layer).
+    #: Empty: the selection names no ids (a forget never takes an empty list).
     refs: tuple[tuple[str | None, str], ...] = ()
     #: Whom the forget is made for: facts and episodes restricted to readers are selected
     #: only when this principal is one of them (None: the operator's forget, every record
     #: the scope owns).
     principal: str | None = None
 
+    @property
+    def ids(self) -> list[str] | None:
+        """The ids named, whatever their layer (None: the selection names none)."""
+        return [i for _, i in self.refs] if self.refs else None
+
     def ids_for(self, layer: str) -> list[str] | None:
         """The ids this selection names in ``layer`` (``fact``, ``episode``, ``checkpoint``):
         its references to that layer and its bare ids; None when it names no ids at all."""
-        if self.ids is None:
+        if not self.refs:
             return None
         return [i for kind, i in self.refs if kind in (None, layer)]
 
@@ -96,7 +101,7 @@ def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any =
     if ids is not None:  # each id with the layer its reference names (ids_arg checked)
         refs = tuple((str(r).partition(":")[0] if ":" in str(r) else None, i)
                      for r, i in zip(record_ids or (), ids, strict=True))
-    return Selector(sc, match, subject, ids, refs, principal)
+    return Selector(sc, match, subject, refs, principal)
 
 
 __all__ = ["Selector", "narrowed", "read_not_owned", "selector"]
