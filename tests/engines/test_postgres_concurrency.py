@@ -9,6 +9,9 @@
 - 3 processes append turns to the same 12 threads while a fourth forgets one marked turn
   of each: no append fails or is lost, and no forgotten word is left in any entry (the
   thread locks: ``PostgresDatabase.lock_threads``).
+- A forget by episode ids holds the tenant lock before it waits for a thread lock: one
+  order for every forget and sweep, so a forget by ids and a forget by match (which takes
+  the tenant lock with its first read) never wait on each other in a cycle.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections import Counter
 
 import psycopg
 import pytest
 
-from memstrata import Memory, Scope
+from memstrata import ForgetReport, Memory, Scope
+from memstrata.store.pg_tx import tenant_lock_key, thread_lock_key
 from services import AppDatabase
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -151,3 +156,53 @@ def test_appends_and_a_forget_on_the_same_threads(pg_app_url: str,
         held = conn.execute("SELECT count(*) FROM episodes_fts WHERE tsv @@ "
                             "to_tsquery('english', 'lockerword0z | lockerword5z')").fetchone()
     assert held == (0,)
+
+
+def _waiting_advisory(conn: psycopg.Connection[tuple[object, ...]], other_than: int) -> bool:
+    row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                       "NOT granted AND pid <> %s", (other_than,)).fetchone()
+    return bool(row and row[0])
+
+
+def test_a_forget_by_ids_takes_the_tenant_lock_before_a_thread_lock(
+        pg_app_url: str, pg_conformance_db: AppDatabase) -> None:
+    # The cycle this prevents: a forget by ids held a thread's lock and waited for the
+    # tenant's, while a forget by match held the tenant's and waited for that thread's.
+    scope = Scope(user="w", project="lock-order")
+    with Memory.open(pg_app_url, embedder=None) as mem:
+        turn = mem.episodes.append(scope, text="The locker code is quartzlock7",
+                                   actor="user", source="chat:9/1", thread="chat:9")
+        with psycopg.connect(pg_conformance_db.admin_url) as probe:
+            scope_key, tenant = probe.execute(
+                "SELECT scope_key, tenant FROM episodes WHERE id = %s", (turn.id,)).fetchone()
+        reports: list[ForgetReport] = []
+        errors: list[BaseException] = []
+
+        def forget() -> None:
+            try:
+                reports.append(mem.forget(scope, record_ids=[turn.ref]))
+            except BaseException as exc:  # reported by the assertion below
+                errors.append(exc)
+
+        # the other forget, half way: it holds the tenant lock
+        with psycopg.connect(pg_conformance_db.admin_url) as other, \
+                psycopg.connect(pg_conformance_db.admin_url) as probe:
+            other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                          (tenant_lock_key(tenant),))
+            worker = threading.Thread(target=forget)
+            worker.start()
+            deadline = time.monotonic() + 20
+            while not _waiting_advisory(probe, other.info.backend_pid):
+                assert time.monotonic() < deadline, "the forget never waited for a lock"
+                assert worker.is_alive(), (reports, errors)
+                time.sleep(0.02)
+            # ... and now wants the thread's lock: free, since the waiting forget holds none
+            other.execute("SET LOCAL lock_timeout = '5s'")
+            other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))",
+                          (thread_lock_key(tenant, scope_key, "chat:9"),))
+            other.commit()
+            worker.join(timeout=30)
+        assert not worker.is_alive() and errors == []
+        assert reports[0].counts["episodes"] == 1
+        assert mem.episodes.search(scope, "quartzlock7", k=5) == []
+        assert mem.doctor() == []

@@ -46,6 +46,17 @@ def translate(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+def tenant_lock_key(tenant: str) -> str:
+    """The text whose ``hashtextextended(key, 0)`` is the tenant's advisory lock."""
+    return "memstrata:" + tenant
+
+
+def thread_lock_key(tenant: str, scope_key: str, thread: str) -> str:
+    """The text whose ``hashtextextended(key, 1)`` is one episode thread's advisory lock
+    (:meth:`memstrata.store.postgres.PostgresDatabase.lock_threads`)."""
+    return f"memstrata:{tenant}:thread:{scope_key}\x1f{thread}"
+
+
 @lru_cache(maxsize=2048)
 def needs_tenant_lock(sql: str) -> bool:
     """Does this statement read or change existing rows (see the module contract)?"""
@@ -110,7 +121,7 @@ class PgTx:
         """Take the tenant's transaction lock now (idempotent)."""
         if not self.locked:
             self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                              ("memstrata:" + self.tenant,))
+                              (tenant_lock_key(self.tenant),))
             self.locked = True
 
     def _run(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[Row]:

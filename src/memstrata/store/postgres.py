@@ -97,7 +97,14 @@ from .pg_schema import (
     TENANT_SETTING,
     TENANT_TABLES,
 )
-from .pg_tx import _FTS_COPIED, TS_CONFIG, PgTx, needs_tenant_lock, translate
+from .pg_tx import (
+    _FTS_COPIED,
+    TS_CONFIG,
+    PgTx,
+    needs_tenant_lock,
+    thread_lock_key,
+    translate,
+)
 from .sql import chunks
 
 if TYPE_CHECKING:
@@ -526,7 +533,7 @@ class PostgresDatabase:
         order of their keys' hashes (so two transactions never wait on each other in a
         cycle). Appends take them first and never the tenant lock; a forget or a sweep
         takes them after the tenant lock, before it deletes (see the module docstring)."""
-        keys = sorted({f"memstrata:{tenant}:thread:{scope_key}\x1f{thread}"
+        keys = sorted({thread_lock_key(tenant, scope_key, thread)
                        for scope_key, thread in threads})
         if keys and isinstance(tx, PgTx) and tx.maintenance:
             # a forget or a sweep holds the tenant lock first, whatever it read before (a
