@@ -25,19 +25,23 @@ The base is deliberately *not* called ``MemoryError`` (a Python built-in).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class MemstrataError(Exception):
     """Base class of every error memstrata raises on purpose.
 
-    ``hint`` says what to do next; CLI and MCP adapters print it.
+    ``hint`` says what to do next; CLI and MCP adapters print it. Every error has one: a
+    raise that names none gets its class's :attr:`default_hint`.
     """
+
+    #: What to do next when the raise gives no more specific hint.
+    default_hint: ClassVar[str] = "the message says what went wrong"
 
     def __init__(self, message: str, *, hint: str | None = None, **details: Any) -> None:
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = hint or self.default_hint
         self.details = details
 
     def __str__(self) -> str:
@@ -49,46 +53,70 @@ class MemstrataError(Exception):
 class ValidationError(MemstrataError, ValueError):
     """Input failed schema, size or type checks; nothing was written."""
 
+    default_hint = "correct the input the message names and try again; nothing was stored"
+
 
 class NotFound(MemstrataError, LookupError):
     """The requested record, task, key or procedure does not exist in this scope."""
+
+    default_hint = ("check the reference and the scope: a record outside the caller's scope "
+                    "or readers is not found either")
 
 
 class Conflict(MemstrataError):
     """The request contradicts the current state of a record."""
 
+    default_hint = "read the record's current state, then retry with a request that fits it"
+
 
 class PolicyRejected(MemstrataError):
     """The write policy refused a write; ``details['reason']`` says why."""
+
+    default_hint = "the reason says which rule refused it; store what the policy allows"
 
 
 class AccessDenied(MemstrataError, PermissionError):
     """Scope or readers forbid this operation (e.g. an unscoped forget)."""
 
+    default_hint = "call with a scope or key that may do this"
+
 
 class Unauthenticated(AccessDenied):
     """The request carries no API key, or one that is unknown or revoked."""
+
+    default_hint = "send a valid API key (Authorization: Bearer <key>)"
 
 
 class RateLimited(MemstrataError):
     """The key sent more requests than its rate allows; ``details['retry_after']`` is the
     number of seconds to wait."""
 
+    default_hint = "wait the seconds in retry_after, then retry"
+
 
 class ConfigError(MemstrataError):
     """Configuration, URL or environment cannot be used."""
+
+    default_hint = ("check the store URL, the environment and the installed extras "
+                    "(memstrata doctor)")
 
 
 class BackendError(MemstrataError):
     """The storage backend failed; the transaction was rolled back."""
 
+    default_hint = "retry; if it persists, check the store with memstrata doctor"
+
 
 class ProviderError(MemstrataError):
     """An embedding or LLM provider failed or returned unusable output."""
 
+    default_hint = "check the provider's settings and that it is reachable, then retry"
+
 
 class ActivationRefused(MemstrataError):
     """A procedure version was not activated because eval cases failed."""
+
+    default_hint = "fix the version until its eval cases pass, then activate it again"
 
 
 __all__ = [

@@ -84,6 +84,20 @@ def principal_of(scope: Scope, principal: str | None) -> str | None:
     return name_arg(principal, "principal") if principal is not None else scope.user
 
 
+def may_read(readers: list[str] | None, principal: str | None) -> bool:
+    """Whether ``principal`` may read a record with these ``readers``: the Python twin of
+    the engines' ``readers_clause`` (None: anyone in its scope; a request without a
+    principal reads no restricted record)."""
+    return readers is None or (principal is not None and principal in readers)
+
+
+def hidden_from_writer(readers: list[str] | None, scope: Scope) -> bool:
+    """Whether a write in ``scope`` may not see, match or replace a record with these
+    ``readers``: the writer is the scope's user; a scope without one writes as the
+    tenant's operator, who may (as by-id calls without a scope do)."""
+    return scope.user is not None and not may_read(readers, scope.user)
+
+
 def resolve_caller(scope: Scope | dict[str, Any] | None, tenant: str | None,
                    default_tenant: str) -> tuple[str, Scope | None]:
     """Who makes a by-id call: ``(tenant, scope)``.

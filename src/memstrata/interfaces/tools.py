@@ -277,6 +277,10 @@ def _log_episode(d: ToolDispatcher, a: LogEpisodeArgs) -> dict[str, Any]:
     # checked before the session's run is opened for its id: bad input opens nothing
     if item.thread is None:
         item = item.model_copy(update={"thread": run_thread(d.run_id)})
+    if item.supersedes is not None and d.principal is not None:
+        # the agent's principal must read what it corrects (the append checks the scope's
+        # user): NotFound alike for an episode it may not read and one that never was
+        d.mem.episodes.get(item.supersedes, d.scope, principal=d.principal)
     [ep] = d.mem.episodes.append_many([item])
     out: dict[str, Any] = {"logged": ep.ref, "event": ep.event,
                            "observed_at": ep.observed_at.isoformat()}

@@ -75,6 +75,7 @@ from ..scoping import (
     SCOPE_COLUMNS,
     applies_sql,
     dump_readers,
+    hidden_from_writer,
     load_json_list,
     principal_of,
     resolve_caller,
@@ -367,7 +368,8 @@ class Episodes:
                     f"({marks(chunk)}) AND readers IS NOT NULL", (tenant, *chunk)))
         return [i.model_copy(update={"readers": readers[target]})
                 if i.supersedes is not None and i.readers is None
-                and (target := i.supersedes.removeprefix("episode:")) in readers else i
+                and (target := i.supersedes.removeprefix("episode:")) in readers
+                and not hidden_from_writer(readers[target], i.scope) else i
                 for i in inputs]
 
     def _check_supersedes(self, tx: Tx, item: EpisodeInput) -> EpisodeInput:
@@ -375,8 +377,14 @@ class Episodes:
         target = item.supersedes.removeprefix("episode:")
         row = tx.one(f"SELECT {SCOPE_COLUMNS}, readers FROM episodes WHERE tenant = ? AND id = ?",
                      (item.scope.tenant, target))
-        if row is None or scope_from_row(row).key != item.scope.key:
-            raise ValidationError(f"supersedes {item.supersedes!r}: no such episode in this scope")
+        # an episode the writer may not read is no more there than one that never was:
+        # the same refusal, nothing written, its readers never echoed
+        if row is None or scope_from_row(row).key != item.scope.key or \
+                hidden_from_writer(load_json_list(row["readers"]), item.scope):
+            raise ValidationError(
+                f"supersedes {item.supersedes!r}: no such episode in this scope",
+                hint="name an episode of this exact scope that its user may read, by the "
+                     "ref a search returned (episode:ID)")
         update: dict[str, Any] = {"supersedes": target}
         if item.readers is None and row["readers"] is not None:
             # access follows the source: a correction of a restricted entry stays restricted

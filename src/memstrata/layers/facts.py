@@ -8,6 +8,11 @@ Contract:
   reason; new: ``supersedes``, and the old fact's restricted ``readers`` when it names
   none: access follows the source). Nothing is deleted. Every outcome is a WriteResult,
   built inside the transaction (no read after the commit can fail a stored write).
+- The writer is the scope's user (:func:`memstrata.scoping.hidden_from_writer`; a scope
+  without one writes as the operator). A slot's current fact restricted to readers the
+  writer is not one of is never shown to, matched by or replaced by its write: the claim is
+  held for review (:data:`HIDDEN_SLOT`); a pending or near fact it may not read is never its
+  duplicate or named in ``similar``.
 - Similarity only suggests: a claim near (by cosine) a fact of *another* slot is stored in
   its own slot like any other, and the result names the near facts (``similar``, and the
   reason), so a person or a judge may merge them. Dedup never drops a claim about a
@@ -36,6 +41,7 @@ Contract:
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -52,6 +58,7 @@ from ..scoping import (
     SCOPE_COLUMNS,
     dump_readers,
     exact_sql,
+    hidden_from_writer,
     load_json_list,
     owned_sql,
     scope_from_row,
@@ -69,6 +76,11 @@ _TEXT_COLUMNS = ("claim", "subject", "attribute", "evidence", "source", "reason"
 RETIRE_AFTER_CONTRADICTIONS = 3
 #: How ``propose`` looks for duplicates (see :meth:`Facts.propose`).
 DEDUP_MODES = ("policy", "slot", "off")
+
+
+#: Why a claim waits for review when its slot's current fact is hidden from its writer.
+HIDDEN_SLOT = ("held for review: this slot's current fact is restricted to other readers, so "
+               "this write may not replace it; a reviewer who may read both decides")
 
 
 def _near_note(similar: Sequence[tuple[str, float]]) -> str:
@@ -148,6 +160,12 @@ class Facts(FactReads):
         with self._db.transaction(cand.scope.tenant) as tx:
             similar = self._similar(tx, cand, vector) if dedup == "policy" else []
             active = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "active")
+            if active is not None and hidden_from_writer(load_json_list(active["readers"]),
+                                                         cand.scope):
+                # the slot's current fact is restricted to readers the writer is not one
+                # of: never shown, matched or replaced by this write; a reviewer decides
+                active = None
+                verdict = dataclasses.replace(verdict, action="pending", reason=HIDDEN_SLOT)
             dup = None if dedup == "off" else self._find_duplicate(tx, cand, active)
             confirmed = None
             if dup is not None and dup["status"] == "pending_review" and \
@@ -232,27 +250,32 @@ class Facts(FactReads):
                       (*params, subject, attribute, status))
 
     def _similar(self, tx: Tx, cand: Candidate, vector: Any) -> list[tuple[str, float]]:
-        """Active or pending facts of exactly this scope and kind, in other slots, whose
-        vectors are near the claim (cosine >= the policy's ``dedup_cosine``), best first."""
+        """Active or pending facts of exactly this scope and kind, in other slots, that the
+        writer may read, whose vectors are near the claim (cosine >= the policy's
+        ``dedup_cosine``), best first."""
         index = self._index.vectors
         if index is None or vector is None:
             return []
         where, params = exact_sql(cand.scope)
-        scored = index.fact_scores(
-            tx, f"{where} AND r.kind = ? AND r.status IN ('active', 'pending_review') "
-                "AND NOT (r.subject = ? AND r.attribute = ?)",
-            [*params, cand.kind, cand.subject, cand.attribute], vector[0], 50)
+        where += " AND r.kind = ? AND r.status IN ('active', 'pending_review') AND NOT " \
+                 "(r.subject = ? AND r.attribute = ?)"
+        params = [*params, cand.kind, cand.subject, cand.attribute]
+        if cand.scope.user is not None:  # the writer's reads (hidden_from_writer)
+            where += f" AND {self._db.readers_clause('r.readers')}"
+            params.append(cand.scope.user)
+        scored = index.fact_scores(tx, where, params, vector[0], 50)
         threshold = self._policy.config.dedup_cosine
         return [(fid, s) for fid, s in scored if s >= threshold]
 
     def _find_duplicate(self, tx: Tx, cand: Candidate, active: Row | None) -> Row | None:
         """The active, else the pending, fact of the candidate's slot with an equivalent
-        claim (the only duplicate there is)."""
+        claim (the only duplicate there is), among those the writer may read."""
         norm = normalise_claim(cand.claim)
         if active is not None and normalise_claim(active["claim"]) == norm:
             return active
         pending = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "pending_review")
-        if pending is not None and normalise_claim(pending["claim"]) == norm:
+        if pending is not None and normalise_claim(pending["claim"]) == norm and \
+                not hidden_from_writer(load_json_list(pending["readers"]), cand.scope):
             return pending
         return None
 

@@ -50,11 +50,16 @@ class Feedback:
                tenant: str | None = None) -> dict[str, Any]:
         """Record how a recalled item served; returns ``{ref, signal, action}``."""
         if signal not in SIGNALS:
-            raise ValidationError(f"signal must be one of {', '.join(SIGNALS)}, got {signal!r}")
+            raise ValidationError(f"signal must be one of {', '.join(SIGNALS)}, got {signal!r}",
+                                  hint="useful: it helped; contradicted: it was wrong; "
+                                       "superseded: something newer replaced it; ignored: "
+                                       "it was not used")
         ref = text_arg(ref, "ref", max_len=200, hint="fact:ID or episode:ID")
         layer, _, ident = ref.partition(":")
         if layer not in ("fact", "episode") or not ident:
-            raise ValidationError(f"feedback takes fact:ID or episode:ID refs, got {ref!r}")
+            raise ValidationError(f"feedback takes fact:ID or episode:ID refs, got {ref!r}",
+                                  hint="pass the ref of a fact or episode hit as recall or "
+                                       "search returned it")
         if note is not None:
             note = screened_arg(note, "note", max_len=MAX_TEXT)
         tenant, sc = resolve_caller(scope, tenant, self._default_tenant)
