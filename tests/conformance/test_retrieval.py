@@ -438,3 +438,11 @@ def test_an_until_given_as_a_date_takes_in_that_whole_day(mem: Memory) -> None:
     assert mem.recall(ALICE, "quokka migration", **day).refs == [late.ref]
     # a time of day is taken as given
     assert mem.episodes.log(ALICE, until="2026-03-01T23:00:00Z") == []
+
+
+def test_an_empty_recall_says_why(mem: Memory) -> None:
+    scope = Scope(user="ana")
+    mem.episodes.append(scope, text="The ferry leaves at noon", actor="user", source="s:1")
+    assert "only common words" in (mem.recall(scope, "the").empty_reason or "")
+    assert "matched the query" in (mem.recall(scope, "zzzz unknownword").empty_reason or "")
+    assert mem.recall(scope, "ferry noon").empty_reason is None

@@ -33,6 +33,7 @@ from ..errors import ValidationError
 from ..governance.policy import WritePolicy
 from ..inputs import MAX_K, dates_arg, int_arg, text_arg
 from ..models import Hit, Scope, _Model, make_scope
+from ..store.lexical import terms
 from ..tokens import warm as warm_tokens
 from .decisions import DECISION_RULES, DECISIONS, LAYERS, DecisionRule
 from .ranking import Ranker, RankRequest, RankSources, hybrid
@@ -130,7 +131,7 @@ class Gate:
                 break
         reason = None
         if not items:
-            reason = ("nothing in scope passed the filters" if considered == 0 else
+            reason = (_no_candidates(query) if considered == 0 else
                       f"{considered} candidates, none above the relevance floor {rule.floor}")
         return Recall(query=query, decision=decision, items=items, tokens=used,
                       considered=considered, empty_reason=reason)
@@ -174,3 +175,12 @@ class Gate:
 
 
 __all__ = ["DECISIONS", "DECISION_RULES", "DecisionRule", "Gate", "Recall", "validate_request"]
+
+
+def _no_candidates(query: str) -> str:
+    """Why a ranking found no candidate at all: a query of only common words has nothing
+    to search by; otherwise no record the caller may read matched it."""
+    if not terms(query):
+        return ("the query has only common words (like 'the'), nothing to search by: name "
+                "what to find")
+    return "no record in scope that the caller may read matched the query"
