@@ -93,7 +93,7 @@ def test_common_term_pruning_counts_only_the_callers_rows(
         mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another user's data never changes what this user's search finds: a word common in
     bob's episodes stays in alice's query, and a query of only common words still finds."""
-    from memstrata.store import postgres, sqlite
+    from memstrata.store import postgres, sqlite_search
 
     alice, bob = Scope(user="alice"), Scope(user="bob")
     mem.episodes.append_many([{"scope": bob, "text": f"kubernetes deploy {i} went fine",
@@ -107,7 +107,7 @@ def test_common_term_pruning_counts_only_the_callers_rows(
         return {h.ref for h in mem.episodes.search(scope, query, k=50)}
 
     unpruned = found(alice, "kubernetes")
-    for module in (sqlite, postgres):  # every index counts as large; 10 rows make a word common
+    for module in (sqlite_search, postgres):  # every index is large; 10 rows make a word common
         monkeypatch.setattr(module, "LARGE_INDEX_ROWS", -1)
         monkeypatch.setattr(module, "COMMON_TERM_DOCS", 10)
     assert found(alice, "kubernetes") == unpruned == mine
@@ -115,3 +115,29 @@ def test_common_term_pruning_counts_only_the_callers_rows(
     assert len(found(bob, "kubernetes deploy")) == 40
     # "deploy" is common for bob; "upgrade" (alice's) is not his: his query keeps finding
     assert found(bob, "deploy upgrade") and not found(bob, "deploy upgrade") & mine
+
+
+
+def _scores(mem: Memory, scope: Scope, query: str) -> list[tuple[str, float]]:
+    return [(h.excerpt, round(h.score, 9)) for h in mem.episodes.search(scope, query, k=10)]
+
+
+@pytest.mark.parametrize("other", [Scope(user="ana", project="harbor"),
+                                   Scope(tenant="acme", user="zed")], ids=["user", "tenant"])
+def test_another_callers_rows_never_move_a_ranking(mem: Memory, other: Scope) -> None:
+    """bo's rows searched alone, then beside another user's or tenant's rows full of the
+    query's words (and of other lengths): the same hits, the same scores (a word's weight
+    and the mean entry length come from bo's rows alone)."""
+    bo = Scope(user="bo", project="harbor")
+    for text, source in (("Kickoff call with the Zephyrine team went fine", "b:1"),
+                         ("The kickoff deck needs a budget slide before Friday's review",
+                          "b:2"),
+                         ("Budget review moved to Friday", "b:3")):
+        mem.episodes.append(bo, text=text, actor="user", source=source)
+    queries = ("Zephyrine kickoff", "kickoff budget", "Friday review")
+    alone = [_scores(mem, bo, q) for q in queries]
+    assert all(len(hits) >= 2 for hits in alone)
+    mem.episodes.append_many([{"scope": other, "text": f"Zephyrine legal hold item {i} " +
+                               "kickoff budget " * (i % 3), "actor": "user",
+                               "source": f"a:{i}"} for i in range(40)])
+    assert [_scores(mem, bo, q) for q in queries] == alone

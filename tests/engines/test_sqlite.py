@@ -117,3 +117,63 @@ def test_a_failed_savepoint_rollback_lets_nothing_of_the_outer_transaction_commi
     keys = {r[0] for r in raw(db_path).execute("SELECT key FROM meta")}
     assert {"outer", "inner", "after"}.isdisjoint(keys) and "next" in keys
     db.close()
+
+
+def _fts5_bm25(mem: Memory, scope: Scope, query: str) -> dict[str, float]:
+    """What SQLite's own ``bm25`` gives the scope's rows for the query (all its words)."""
+    from memstrata.store.lexical import terms
+
+    where, params = mem.episodes.filter_sql(scope, None)
+    match = " OR ".join(f'"{w}"' for w in terms(query))
+    with mem.db.transaction(scope.tenant, write=False) as tx:
+        rows = tx.all("SELECT r.id AS id, bm25(episodes_fts, 1.0, 0.5) AS s FROM episodes_fts "
+                      "CROSS JOIN episodes r ON r.rowid = episodes_fts.rowid WHERE "
+                      f"episodes_fts MATCH ? AND {where}", (match, *params))
+    return {r["id"]: -r["s"] for r in rows}
+
+
+def _text_search(mem: Memory, scope: Scope, query: str) -> dict[str, float]:
+    where, params = mem.episodes.filter_sql(scope, None)
+    with mem.db.transaction(scope.tenant, write=False) as tx:
+        return dict(mem.db.text_search(tx, "episodes", query, where, params, 200))
+
+
+QUERIES = ("budget review on Friday", "who moved the standup", "kickoff deck for Zephyrine",
+           "staging disk full")
+
+
+def _thread_of_turns(mem: Memory, scope: Scope, n: int) -> None:
+    lines = ["Kickoff call with the Zephyrine team went fine", "The budget review is on Friday",
+             "Bob moved the standup to ten", "The staging disk is full again, budget it",
+             "Who owns the kickoff deck?", "Friday works for the review, Bob said"]
+    mem.episodes.append_many([{"scope": scope, "text": f"{lines[i % 6]} ({i})", "actor": "user",
+                               "source": f"chat:{i}", "thread": f"t{i // 7}"}
+                              for i in range(n)])
+
+
+def test_with_one_caller_the_scores_are_sqlites_own_bm25(mem: Memory, db_path: Path) -> None:
+    bo = Scope(user="bo")
+    _thread_of_turns(mem, bo, 60)
+    for query in QUERIES:
+        ours, sqlites = _text_search(mem, bo, query), _fts5_bm25(mem, bo, query)
+        assert ours.keys() == sqlites.keys() and ours
+        assert all(ours[i] == pytest.approx(sqlites[i], rel=1e-9) for i in ours)
+
+
+def test_a_large_index_of_other_callers_moves_no_score(
+        mem: Memory, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstrata.store import sqlite_search
+
+    monkeypatch.setattr(sqlite_search, "LARGE_INDEX_ROWS", 50)  # the large-index path, small data
+    bo = Scope(user="bo")
+    _thread_of_turns(mem, bo, 60)
+    alone = {q: _text_search(mem, bo, q) for q in QUERIES}
+    for tenant, user in (("default", "ana"), ("acme", "bo")):
+        _thread_of_turns(mem, Scope(tenant=tenant, user=user), 300)
+        mem.episodes.append_many([{"scope": Scope(tenant=tenant, user=user),
+                                   "text": "budget " * (i % 9 + 1) + "review standup",
+                                   "actor": "user", "source": f"x:{i}"} for i in range(200)])
+        for query in QUERIES:
+            beside = _text_search(mem, bo, query)
+            assert beside.keys() == alone[query].keys()
+            assert all(beside[i] == pytest.approx(alone[query][i], rel=1e-9) for i in beside)

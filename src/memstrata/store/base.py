@@ -219,7 +219,9 @@ class Database(Protocol):
         all_common: AllCommon = "keep",
     ) -> list[tuple[str, float]]:
         """(id, score) for rows of ``table`` matching ``query`` and ``where`` (alias ``r``);
-        higher score is better. In a large index the query's very common words are left out
+        higher score is better. Each word weighs by its frequency among the rows ``where``
+        admits alone: rows outside it (another user's, another tenant's) never move a
+        score or an order. In a large index the query's very common words are left out
         (:func:`memstrata.store.lexical.selective`); ``all_common="drop"`` (for a caller that
         also ranks by vectors) returns nothing when every word is that common."""
         ...

@@ -44,6 +44,12 @@ COMMON_TERM_DOCS = 1_000
 #: save (measured at 20k episodes, quiet machine: the recall of the synthetic queries 26 ms
 #: with the threshold at 50k, 17 ms at 2k).
 LARGE_INDEX_ROWS = 2 * COMMON_TERM_DOCS
+#: Above :data:`LARGE_INDEX_ROWS`, the number of a caller's rows that a word's inverse
+#: document frequency is taken against is counted up to this many (once per filter and
+#: process): a bounded count, while every word a large index keeps stays below
+#: ``COMMON_TERM_DOCS``, so the weights keep their order (at 100k and 1M episodes on
+#: PostgreSQL the first query after open stayed at 0.44-0.86 s, see dbb8038).
+IDF_ROWS = 10 * COMMON_TERM_DOCS
 
 #: What :func:`selective` does when every matching word of a query is that common.
 AllCommon = Literal["keep", "drop"]
@@ -55,9 +61,18 @@ _WORD_RE = re.compile(rf"[\w][{_WORD_CHARS}]*", re.UNICODE)
 
 
 def bm25_idf(rows: int, holding: int) -> float:
-    """BM25's inverse document frequency of a word found in ``holding`` of ``rows`` rows
-    (as SQLite's ``bm25`` weighs words): ``log(1 + (N - n + 0.5) / (n + 0.5))``."""
+    """BM25's inverse document frequency of a word found in ``holding`` of ``rows`` rows,
+    never negative: ``log(1 + (N - n + 0.5) / (n + 0.5))`` (PostgreSQL's ranking, the
+    handoffs')."""
     return math.log(1 + (max(rows, holding) - holding + 0.5) / (holding + 0.5))
+
+
+def fts5_idf(rows: int, holding: int) -> float:
+    """The weight SQLite's FTS5 ``bm25`` gives a word found in ``holding`` of ``rows`` rows:
+    ``log((N - n + 0.5) / (n + 0.5))``, at least 1e-6 (a word in half the rows or more
+    weighs next to nothing)."""
+    idf = math.log((max(rows, holding) - holding + 0.5) / (holding + 0.5))
+    return idf if idf > 0.0 else 1e-6
 
 
 def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
@@ -170,11 +185,13 @@ def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]
 
 __all__ = [
     "COMMON_TERM_DOCS",
+    "IDF_ROWS",
     "LARGE_INDEX_ROWS",
     "STOPWORDS",
     "AllCommon",
     "TermCounts",
     "filter_key",
+    "fts5_idf",
     "fts5_query",
     "plain_words",
     "selective",

@@ -81,6 +81,7 @@ from ..errors import BackendError, ConfigError, Conflict
 from .base import Capabilities, Row
 from .lexical import (
     COMMON_TERM_DOCS,
+    IDF_ROWS,
     LARGE_INDEX_ROWS,
     AllCommon,
     TermCounts,
@@ -124,11 +125,6 @@ _FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
 #: How many of the tenant's matches of a word its scoped count reads first, in
 #: COMMON_TERM_DOCS (see _rare_words).
 _COUNT_FIRST = 2
-#: The caller's rows an inverse document frequency counts at most (``N``): ten times
-#: ``COMMON_TERM_DOCS``, which every word a large index keeps stays below, so their weights
-#: keep their order, while the count stays bounded (once per filter and process; at 100k and
-#: 1M episodes the first query after open stayed at 0.44-0.86 s, see dbb8038).
-_IDF_ROWS = 10 * COMMON_TERM_DOCS
 #: Tables whose rows carry user text (compacted after a forget).
 _TEXT_TABLES = ("facts", "facts_fts", "episodes", "episodes_fts", "checkpoints", "operations",
                 "scratch", "feedback", "procedures")
@@ -419,11 +415,11 @@ class PostgresDatabase:
              source: str, fts: str, where: str, params: Sequence[Any],
              size: int) -> dict[str, float]:
         """Each word's inverse document frequency among the rows the caller's filter admits
-        (:func:`~memstrata.store.lexical.bm25_idf`, as SQLite's ``bm25`` weighs words).
+        (:func:`~memstrata.store.lexical.bm25_idf`).
         Below :data:`LARGE_INDEX_ROWS` rows both counts are taken for each query (a few
         hundred rows: cheap); above, the word counts are those that chose the words
         (:meth:`_rare_words`, capped at ``COMMON_TERM_DOCS``) and ``N`` is counted once per
-        filter up to :data:`_IDF_ROWS`, both remembered."""
+        filter up to :data:`IDF_ROWS`, both remembered."""
         if counted is None:  # one pass over the caller's few rows counts them all
             holds = ", ".join(f"count(*) FILTER (WHERE c.tsv @@ plainto_tsquery("
                               f"'{TS_CONFIG}', ?)) AS n{i}" for i in range(len(words)))
@@ -435,7 +431,7 @@ class PostgresDatabase:
             total = self._term_counts.counter(
                 (*filter_key(table, where, params), "rows"), size, lambda _: int(tx.one(
                     f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {where} "
-                    "LIMIT ?) c", (*params, _IDF_ROWS))["n"]))("")
+                    "LIMIT ?) c", (*params, IDF_ROWS))["n"]))("")
             n = {w: counted(w) for w in words}
         return {w: bm25_idf(total, n[w]) for w in words}
 

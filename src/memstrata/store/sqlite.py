@@ -17,8 +17,9 @@ Contract (the schema and its invariants are in :mod:`memstrata.store.sqlite_sche
   the WAL, so forgotten text leaves the file at a cost proportional to what was forgotten,
   not to the store. The driver is :mod:`memstrata.store.sqlite_driver` (a current SQLite).
 - Full-text search is FTS5 (porter stemming); a record's thread context sits in a second
-  column at half the weight of its own text. In a large index very common query words are
-  left out (see :meth:`SQLiteDatabase._selective_query`).
+  column at half the weight of its own text. The ranking is BM25 over the caller's rows
+  alone, and in a large index very common query words are left out
+  (:mod:`memstrata.store.sqlite_search`).
 - Vectors live in the same file (:mod:`memstrata.store.sqlite_vectors`).
 """
 
@@ -33,18 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, ConfigError, Conflict
 from .base import Capabilities, Row
-from .lexical import (
-    COMMON_TERM_DOCS,
-    LARGE_INDEX_ROWS,
-    AllCommon,
-    TermCounts,
-    filter_key,
-    selective,
-    terms,
-)
+from .lexical import COMMON_TERM_DOCS, LARGE_INDEX_ROWS, AllCommon
 from .sql import chunks, marks
 from .sqlite_driver import sqlite3
 from .sqlite_schema import apply_pending
+from .sqlite_search import TextSearch, doc_len
 
 if TYPE_CHECKING:
     from .sqlite_vectors import SQLiteVectorIndex
@@ -85,10 +79,6 @@ def _adapt(params: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _quote(word: str) -> str:
-    return '"' + word.replace('"', '""') + '"'
-
-
 class SQLiteDatabase:
     """One SQLite file shared safely by threads and processes."""
 
@@ -108,7 +98,7 @@ class SQLiteDatabase:
         self._lock = threading.RLock()
         self._depth = 0
         self._orphaned = 0
-        self._term_counts = TermCounts()
+        self._search = TextSearch()
         self._writes = False
         self._conn = self._connect()
         self._migrate()
@@ -124,6 +114,7 @@ class SQLiteDatabase:
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.create_function("memstrata_doc_len", 1, doc_len, deterministic=True)
         except sqlite3.Error as exc:
             raise BackendError(f"cannot open SQLite file {self.path}: {exc}",
                                hint="check the path and its permissions") from exc
@@ -267,52 +258,11 @@ class SQLiteDatabase:
     def text_search(self, tx: Any, table: str, query: str, where: str,
                     params: Sequence[Any], limit: int, drop: Sequence[str] = (),
                     all_common: AllCommon = "keep") -> list[tuple[str, float]]:
+        """BM25 over the rows the caller's filter admits alone
+        (:meth:`memstrata.store.sqlite_search.TextSearch.search`)."""
         if table not in _TEXT_TABLES:
             raise ValueError(table)
-        match = self._selective_query(tx, table, query, drop, where, params, all_common)
-        if not match:
-            return []
-        # the context column (neighbouring records) counts half as much as the body; CROSS
-        # JOIN keeps the full-text match the outer loop: before ANALYZE has run, the planner
-        # may walk the scope index and test the match row by row (2 s, against 7 ms, for one
-        # count at 52k rows)
-        rows = tx.all(
-            f"SELECT r.id AS id, bm25({table}_fts, 1.0, 0.5) AS s FROM {table}_fts "
-            f"CROSS JOIN {table} r ON r.rowid = {table}_fts.rowid "
-            f"WHERE {table}_fts MATCH ? AND {where} ORDER BY s LIMIT ?",
-            (match, *params, limit),
-        )
-        return [(r["id"], -float(r["s"])) for r in rows]
-
-    def _selective_query(self, tx: Any, table: str, query: str, drop: Sequence[str],
-                         where: str, params: Sequence[Any], all_common: AllCommon) -> str:
-        """The MATCH expression; in a large index, terms that occur in ``COMMON_TERM_DOCS``
-        or more of the rows *the caller's filter admits* are left out (BM25 gives them
-        almost no weight, yet scoring their postings dominates the query time), like
-        stopwords learnt from the caller's own data: another user's or tenant's rows never
-        decide what this caller's query keeps (:func:`memstrata.store.lexical.selective`).
-        The count over the index alone (no filter, 0.6 ms at 100k) bounds the caller's; the
-        caller's own count (a join per posting, 10-17 ms) runs only for a word the bound
-        cannot clear; both are remembered (:class:`~memstrata.store.lexical.TermCounts`)."""
-        dropped = set(drop)
-        words = [w for w in terms(query) if w not in dropped][:64]
-        top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
-        size = int(top["n"] or 0) if top else 0
-        if size == 0:
-            return ""  # an empty index matches nothing (a store without facts, say)
-        if words and size >= LARGE_INDEX_ROWS:
-            scoped = self._term_counts.counter(filter_key(table, where, params), size,
-                                               lambda w: int(tx.one(
-                f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts CROSS JOIN {table} r "
-                f"ON r.rowid = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {where} "
-                "LIMIT ?)",
-                (_quote(w), *params, COMMON_TERM_DOCS))["n"]))
-            bound = self._term_counts.counter((table, "index"), size, lambda w: int(tx.one(
-                f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts WHERE {table}_fts "
-                f"MATCH ? LIMIT ?)", (_quote(w), COMMON_TERM_DOCS))["n"]))
-            words = selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
-                              bound=bound)
-        return " OR ".join(_quote(w) for w in words)
+        return self._search.search(tx, table, query, where, params, limit, drop, all_common)
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:

@@ -1,0 +1,225 @@
+"""Lexical search on SQLite: FTS5's BM25 over the rows the caller's filter admits alone.
+
+Contract (used by :class:`memstrata.store.sqlite.SQLiteDatabase`, which registers
+:func:`doc_len` as the SQL function ``memstrata_doc_len`` on its connection):
+
+- :meth:`TextSearch.search` returns ``(id, score)`` for the rows of ``episodes`` or
+  ``facts`` that match the query's words and the caller's filter, best first. The context
+  column (neighbouring records) counts half as much as the body.
+- A word's weight and the mean entry length are the caller's (the rows its filter admits),
+  never the whole table's: another user's or tenant's rows move no score and no order.
+  With one caller in the table, the scores are SQLite's own ``bm25``.
+- In a large index very common query words are left out, as the caller's own counts say
+  (:func:`memstrata.store.lexical.selective`); the counts are remembered per process
+  (:class:`~memstrata.store.lexical.TermCounts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .lexical import (
+    COMMON_TERM_DOCS,
+    IDF_ROWS,
+    LARGE_INDEX_ROWS,
+    AllCommon,
+    TermCounts,
+    filter_key,
+    fts5_idf,
+    selective,
+    terms,
+)
+
+
+def _varints(data: bytes) -> list[int]:
+    """SQLite varints (big-endian, seven bits a byte, a ninth byte of eight), as FTS5
+    writes an index's averages record: the row count, then each column's token total."""
+    out: list[int] = []
+    value, used = 0, 0
+    for byte in data:
+        used += 1
+        if used == 9:
+            out.append((value << 8) | byte)
+            value, used = 0, 0
+            continue
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            out.append(value)
+            value, used = 0, 0
+    return out
+
+
+def doc_len(docsize: bytes | None) -> int:
+    """An entry's length in tokens from its FTS5 ``docsize`` record (a varint per column:
+    body and context), as ``bm25`` takes it; the SQL function ``memstrata_doc_len``."""
+    if not docsize:
+        return 0
+    if len(docsize) == 2:  # both under 128 tokens: one byte each
+        return docsize[0] + docsize[1]
+    return sum(_varints(docsize))
+
+
+#: An entry's length in tokens from its ``docsize`` record ``z.sz``: two one-byte varints
+#: (each column under 128 tokens) read in SQL (a byte's value is its place in a blob of
+#: all 256), else :func:`doc_len`.
+_BYTES = "X'" + bytes(range(256)).hex().upper() + "'"
+_DOC_LEN = (f"(CASE WHEN length(z.sz) = 2 THEN instr({_BYTES}, substr(z.sz, 1, 1)) + "
+            f"instr({_BYTES}, substr(z.sz, 2, 1)) - 2 ELSE memstrata_doc_len(z.sz) END)")
+#: BM25's term saturation and length normalisation (SQLite's ``bm25`` uses the same).
+_BM25_K1, _BM25_B = 1.2, 0.75
+
+
+
+def quote(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
+class TextSearch:
+    """One store's lexical search, with the counts it remembers."""
+
+    def __init__(self) -> None:
+        self._counts = TermCounts()
+
+    def search(self, tx: Any, table: str, query: str, where: str, params: Sequence[Any],
+               limit: int, drop: Sequence[str] = (),
+               all_common: AllCommon = "keep") -> list[tuple[str, float]]:
+        """BM25 over the rows the caller's filter admits alone. SQLite's ``bm25`` takes its
+        statistics from the whole full-text table (every user and tenant): a word's weight
+        and the mean entry length, so another caller's rows would move this one's ranking
+        and tell whether they hold a word. Each word is scored on its own; from its
+        ``bm25``, the table's weight (:meth:`_table_stats`) and the entry's length (FTS5's
+        own token counts) give back the word's term frequency, which is scored again with
+        the word's weight and the mean entry length among the caller's rows
+        (:meth:`_caller_stats`). With one caller in the table (its filter admits every row)
+        the statistics are the same and SQLite's ``bm25`` is the score, in one query.
+        The lengths are read for the twice ``limit`` best by the caller's weights with the
+        table's mean length (the mean moves a score by a few per cent): a row the mean
+        would have moved across that line is the one approximation left."""
+        words, counted, size = self._selective_words(tx, table, query, drop, where, params,
+                                                     all_common)
+        if not words:
+            return []
+        table_rows, table_len = self._table_stats(tx, table)
+        own, own_len, own_rows = self._caller_stats(tx, table, words, counted, where, params,
+                                                    (size, table_rows))
+        fts = f"{table}_fts"
+        if own_rows == table_rows:
+            # the caller's filter admits every row: the table's statistics are its own, and
+            # SQLite's bm25 over all the words at once is the score (CROSS JOIN: see below)
+            rows = tx.all(
+                f"SELECT r.id AS id, bm25({fts}, 1.0, 0.5) AS s FROM {fts} CROSS JOIN "
+                f"{table} r ON r.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {where} "
+                "ORDER BY s, r.id LIMIT ?",
+                (" OR ".join(quote(w) for w in words), *params, limit))
+            return [(r["id"], -float(r["s"])) for r in rows]
+        # FTS5's weight of each word (the table's rows and the rows matching it, counted
+        # now: a remembered count would let the table's writes show through)
+        table_idf = {w: fts5_idf(table_rows, int(tx.one(
+            f"SELECT count(*) AS n FROM {fts} WHERE {fts} MATCH ?", (quote(w),))["n"]))
+            for w in words}
+        # one part per word; the context column (neighbouring records) counts half as much
+        # as the body; CROSS JOIN keeps the full-text match the outer loop: before ANALYZE
+        # has run, the planner may walk the scope index and test the match row by row (2 s,
+        # against 7 ms, for one count at 52k rows)
+        part = (f"SELECT {fts}.rowid AS rid, r.id AS id, bm25({fts}, 1.0, 0.5) AS b, ? AS g, "
+                f"? AS w FROM {fts} CROSS JOIN {table} r ON r.rowid = {fts}.rowid WHERE {fts} "
+                f"MATCH ? AND {where}")
+        k1, b, c = _BM25_K1, _BM25_B, _BM25_K1 + 1
+        # t: a word's term part as bm25 gave it (the table's mean length); f: the term
+        # frequency it stands for, at the entry's length dl; then BM25 at the caller's mean
+        term = "(-p.b / p.g)"
+        freq = f"({term} * {k1} * ({1 - b} + {b} * d.dl / ?) / max({c} - {term}, 1e-9))"
+        # the entries' lengths are read for the best candidates only: the first ranking
+        # (the caller's weights, the table's mean length) keeps twice the rows asked for
+        rows = tx.all(
+            f"WITH p AS MATERIALIZED ({' UNION ALL '.join([part] * len(words))}), "
+            "top AS MATERIALIZED (SELECT rid FROM p GROUP BY rid ORDER BY sum(p.w / p.g * "
+            "p.b), min(p.id) LIMIT ?), "
+            f"d AS MATERIALIZED (SELECT top.rid AS rid, {_DOC_LEN} AS dl FROM "
+            f"top JOIN {fts}_docsize z ON z.id = top.rid) "
+            f"SELECT p.id AS id, sum(p.w * {freq} * {c} / ({freq} + {k1} * ({1 - b} + "
+            f"{b} * d.dl / ?))) AS s FROM p JOIN d ON d.rid = p.rid "
+            "GROUP BY p.id ORDER BY s DESC, p.id LIMIT ?",
+            (*(x for w in words for x in (table_idf[w], own[w], quote(w), *params)),
+             2 * limit, table_len, table_len, own_len, limit))
+        return [(r["id"], float(r["s"])) for r in rows]
+
+    @staticmethod
+    def _table_stats(tx: Any, table: str) -> tuple[int, float]:
+        """What FTS5's ``bm25`` takes from the whole full-text table, from the index's
+        averages record (read now): its row count and mean entry length in tokens."""
+        record = tx.one(f"SELECT block FROM {table}_fts_data WHERE id = 1")
+        counts = _varints(bytes(record["block"])) if record and record["block"] else []
+        total = counts[0] if counts else 0
+        return total, max(sum(counts[1:]) / total if total else 1.0, 1e-9)
+
+    def _selective_words(self, tx: Any, table: str, query: str, drop: Sequence[str],
+                         where: str, params: Sequence[Any], all_common: AllCommon,
+                         ) -> tuple[list[str], Callable[[str], int] | None, int]:
+        """The words to match, the caller's count of each (remembered; None below
+        :data:`LARGE_INDEX_ROWS`) and the index size. In a large index, terms that occur in
+        ``COMMON_TERM_DOCS`` or more of the rows *the caller's filter admits* are left out
+        (BM25 gives them almost no weight, yet scoring their postings dominates the query
+        time), like stopwords learnt from the caller's own data: another user's or
+        tenant's rows never decide what this caller's query keeps
+        (:func:`memstrata.store.lexical.selective`). The count over the index alone (no
+        filter, 0.6 ms at 100k) bounds the caller's; the caller's own count (a join per
+        posting, 10-17 ms) runs only for a word the bound cannot clear, or whose weight is
+        wanted; both are remembered (:class:`~memstrata.store.lexical.TermCounts`)."""
+        dropped = set(drop)
+        words = [w for w in terms(query) if w not in dropped][:64]
+        top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
+        size = int(top["n"] or 0) if top else 0
+        if size == 0 or not words:
+            return [], None, size  # an empty index matches nothing (no facts yet, say)
+        if size < LARGE_INDEX_ROWS:
+            return words, None, size
+        scoped = self._counts.counter(filter_key(table, where, params), size,
+                                           lambda w: int(tx.one(
+            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts CROSS JOIN {table} r "
+            f"ON r.rowid = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {where} "
+            "LIMIT ?)",
+            (quote(w), *params, COMMON_TERM_DOCS))["n"]))
+        bound = self._counts.counter((table, "index"), size, lambda w: int(tx.one(
+            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts WHERE {table}_fts "
+            f"MATCH ? LIMIT ?)", (quote(w), COMMON_TERM_DOCS))["n"]))
+        return (selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
+                          bound=bound), scoped, size)
+
+    def _caller_stats(self, tx: Any, table: str, words: list[str],
+                      counted: Callable[[str], int] | None, where: str,
+                      params: Sequence[Any], state: tuple[int, int],
+                      ) -> tuple[dict[str, float], float, int]:
+        """Each word's weight among the rows the caller's filter admits (FTS5's formula,
+        :func:`~memstrata.store.lexical.fts5_idf`) and the mean length of their entries in
+        tokens. ``state`` is the index's highest rowid and row count. Below
+        :data:`LARGE_INDEX_ROWS` rows every count is exact, remembered until the index next
+        gains or loses a row; above, the word counts are the caller's remembered ones
+        (capped at ``COMMON_TERM_DOCS``, which every word a large index keeps stays below),
+        and ``N`` (every row the filter admits) and the mean length (over at most
+        :data:`IDF_ROWS` rows) are taken once per filter, remembered. Returns the weights,
+        the mean and ``N``."""
+        fts = f"{table}_fts"
+        size = state[0]
+        small = size < LARGE_INDEX_ROWS
+        key = (*filter_key(table, where, params), *(state if small else ()))
+        remember = self._counts.counter
+        # the mean length in thousandths of a token (TermCounts holds integers)
+        mean = remember((*key, "length"), size, lambda _: round(1000 * float(tx.one(
+            f"SELECT avg({_DOC_LEN}) AS n FROM (SELECT r.rowid AS rid FROM "
+            f"{table} r WHERE {where} LIMIT ?) c JOIN {fts}_docsize z ON z.id = c.rid",
+            (*params, IDF_ROWS))["n"] or 1.0)))("") / 1000
+        # every row the filter admits, up to one more than the index holds (so that a
+        # caller holding them all is known)
+        rows = remember((*key, "rows"), size, lambda _: int(tx.one(
+            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} LIMIT ?)",
+            (*params, state[1] + 1))["n"]))("")
+        if counted is None:
+            counted = remember((*key, "words"), size, lambda w: int(tx.one(
+                f"SELECT count(*) AS n FROM {fts} CROSS JOIN {table} r ON r.rowid = "
+                f"{fts}.rowid WHERE {fts} MATCH ? AND {where}", (quote(w), *params))["n"]))
+        return {w: fts5_idf(rows, counted(w)) for w in words}, max(mean, 1e-9), rows
+
+
+__all__ = ["TextSearch", "doc_len", "quote"]
