@@ -151,13 +151,25 @@ def _thread_of_turns(mem: Memory, scope: Scope, n: int) -> None:
                               for i in range(n)])
 
 
+def _same(ours: dict[str, float], theirs: dict[str, float]) -> bool:
+    return bool(ours) and ours.keys() == theirs.keys() and all(
+        ours[i] == pytest.approx(theirs[i], rel=1e-9) for i in ours)
+
+
 def test_with_one_caller_the_scores_are_sqlites_own_bm25(mem: Memory, db_path: Path) -> None:
-    bo = Scope(user="bo")
+    bo, ana = Scope(user="bo"), Scope(user="ana")
     _thread_of_turns(mem, bo, 60)
-    for query in QUERIES:
-        ours, sqlites = _text_search(mem, bo, query), _fts5_bm25(mem, bo, query)
-        assert ours.keys() == sqlites.keys() and ours
-        assert all(ours[i] == pytest.approx(sqlites[i], rel=1e-9) for i in ours)
+    assert all(_same(_text_search(mem, bo, q), _fts5_bm25(mem, bo, q)) for q in QUERIES)
+    mem.episodes.append(bo, text="The budget review slipped to Monday", actor="user",
+                        source="chat:x")  # still alone in the file
+    alone = {q: _text_search(mem, bo, q) for q in QUERIES}
+    assert all(_same(alone[q], _fts5_bm25(mem, bo, q)) for q in QUERIES)
+    # another caller arrives, then leaves: bo's scores never move
+    mem.episodes.append(ana, text="budget budget budget review standup", actor="user",
+                        source="chat:y")
+    assert all(_same(_text_search(mem, bo, q), alone[q]) for q in QUERIES)
+    mem.forget(ana)
+    assert all(_same(_text_search(mem, bo, q), alone[q]) for q in QUERIES)
 
 
 def test_a_large_index_of_other_callers_moves_no_score(
@@ -174,6 +186,4 @@ def test_a_large_index_of_other_callers_moves_no_score(
                                    "text": "budget " * (i % 9 + 1) + "review standup",
                                    "actor": "user", "source": f"x:{i}"} for i in range(200)])
         for query in QUERIES:
-            beside = _text_search(mem, bo, query)
-            assert beside.keys() == alone[query].keys()
-            assert all(beside[i] == pytest.approx(alone[query][i], rel=1e-9) for i in beside)
+            assert _same(_text_search(mem, bo, query), alone[query])

@@ -80,6 +80,9 @@ class TextSearch:
 
     def __init__(self) -> None:
         self._counts = TermCounts()
+        #: Per filter: the index (highest rowid, rows) when it last admitted every row or
+        #: not, and which (see :meth:`_admits_all`).
+        self._whole: dict[tuple[Any, ...], tuple[int, int, bool]] = {}
 
     def search(self, tx: Any, table: str, query: str, where: str, params: Sequence[Any],
                limit: int, drop: Sequence[str] = (),
@@ -101,8 +104,8 @@ class TextSearch:
         if not words:
             return []
         table_rows, table_len = self._table_stats(tx, table)
-        own, own_len, own_rows = self._caller_stats(tx, table, words, counted, where, params,
-                                                    (size, table_rows))
+        own, own_rows = self._caller_stats(tx, table, words, counted, where, params,
+                                           (size, table_rows))
         fts = f"{table}_fts"
         if own_rows == table_rows:
             # the caller's filter admits every row: the table's statistics are its own, and
@@ -113,6 +116,7 @@ class TextSearch:
                 "ORDER BY s, r.id LIMIT ?",
                 (" OR ".join(quote(w) for w in words), *params, limit))
             return [(r["id"], -float(r["s"])) for r in rows]
+        own_len = self._caller_length(tx, table, where, params, (size, table_rows))
         # FTS5's weight of each word (the table's rows and the rows matching it, counted
         # now: a remembered count would let the table's writes show through)
         table_idf = {w: fts5_idf(table_rows, int(tx.one(
@@ -176,7 +180,7 @@ class TextSearch:
         if size < LARGE_INDEX_ROWS:
             return words, None, size
         scoped = self._counts.counter(filter_key(table, where, params), size,
-                                           lambda w: int(tx.one(
+                                      lambda w: int(tx.one(
             f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts CROSS JOIN {table} r "
             f"ON r.rowid = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {where} "
             "LIMIT ?)",
@@ -190,36 +194,74 @@ class TextSearch:
     def _caller_stats(self, tx: Any, table: str, words: list[str],
                       counted: Callable[[str], int] | None, where: str,
                       params: Sequence[Any], state: tuple[int, int],
-                      ) -> tuple[dict[str, float], float, int]:
+                      ) -> tuple[dict[str, float], int]:
         """Each word's weight among the rows the caller's filter admits (FTS5's formula,
-        :func:`~memstrata.store.lexical.fts5_idf`) and the mean length of their entries in
-        tokens. ``state`` is the index's highest rowid and row count. Below
-        :data:`LARGE_INDEX_ROWS` rows every count is exact, remembered until the index next
-        gains or loses a row; above, the word counts are the caller's remembered ones
-        (capped at ``COMMON_TERM_DOCS``, which every word a large index keeps stays below),
-        and ``N`` (every row the filter admits) and the mean length (over at most
-        :data:`IDF_ROWS` rows) are taken once per filter, remembered. Returns the weights,
-        the mean and ``N``."""
+        :func:`~memstrata.store.lexical.fts5_idf`), and their number ``N``. ``state`` is
+        the index's highest rowid and row count. Below :data:`LARGE_INDEX_ROWS` rows every
+        count is exact, remembered until the index next gains or loses a row; above, the
+        word counts are the caller's remembered ones (capped at ``COMMON_TERM_DOCS``, which
+        every word a large index keeps stays below), and ``N`` is every row when the filter
+        admits them all (:meth:`_admits_all`), else counted once per filter up to
+        :data:`IDF_ROWS`, remembered."""
         fts = f"{table}_fts"
         size = state[0]
         small = size < LARGE_INDEX_ROWS
         key = (*filter_key(table, where, params), *(state if small else ()))
         remember = self._counts.counter
-        # the mean length in thousandths of a token (TermCounts holds integers)
-        mean = remember((*key, "length"), size, lambda _: round(1000 * float(tx.one(
-            f"SELECT avg({_DOC_LEN}) AS n FROM (SELECT r.rowid AS rid FROM "
-            f"{table} r WHERE {where} LIMIT ?) c JOIN {fts}_docsize z ON z.id = c.rid",
-            (*params, IDF_ROWS))["n"] or 1.0)))("") / 1000
-        # every row the filter admits, up to one more than the index holds (so that a
-        # caller holding them all is known)
-        rows = remember((*key, "rows"), size, lambda _: int(tx.one(
-            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} LIMIT ?)",
-            (*params, state[1] + 1))["n"]))("")
+        if self._admits_all(tx, table, where, params, state):
+            rows = state[1]
+        else:
+            rows = remember((*key, "rows"), size, lambda _: int(tx.one(
+                f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} "
+                "LIMIT ?)", (*params, IDF_ROWS))["n"]))("")
         if counted is None:
             counted = remember((*key, "words"), size, lambda w: int(tx.one(
                 f"SELECT count(*) AS n FROM {fts} CROSS JOIN {table} r ON r.rowid = "
                 f"{fts}.rowid WHERE {fts} MATCH ? AND {where}", (quote(w), *params))["n"]))
-        return {w: fts5_idf(rows, counted(w)) for w in words}, max(mean, 1e-9), rows
+        return {w: fts5_idf(rows, counted(w)) for w in words}, rows
+
+    def _caller_length(self, tx: Any, table: str, where: str, params: Sequence[Any],
+                       state: tuple[int, int]) -> float:
+        """The mean length in tokens of the entries of the rows the filter admits (over at
+        most :data:`IDF_ROWS` of them), exact: their total and their number, remembered
+        like the counts of :meth:`_caller_stats`."""
+        small = state[0] < LARGE_INDEX_ROWS
+        key = (*filter_key(table, where, params), *(state if small else ()))
+        sample = (f"(SELECT r.rowid AS rid FROM {table} r WHERE {where} LIMIT ?) c JOIN "
+                  f"{table}_fts_docsize z ON z.id = c.rid")
+        tokens = self._counts.counter((*key, "tokens"), state[0], lambda _: int(tx.one(
+            f"SELECT coalesce(sum({_DOC_LEN}), 0) AS n FROM {sample}",
+            (*params, IDF_ROWS))["n"]))("")
+        rows = self._counts.counter((*key, "sampled"), state[0], lambda _: int(tx.one(
+            f"SELECT count(*) AS n FROM {sample}", (*params, IDF_ROWS))["n"]))("")
+        return max(tokens / rows if rows else 1.0, 1e-9)
+
+    def _admits_all(self, tx: Any, table: str, where: str, params: Sequence[Any],
+                    state: tuple[int, int]) -> bool:
+        """Whether the filter admits every row of the index (``state``: its highest rowid
+        and its rows): counted once, then kept up to date from the rows written since (a
+        caller alone in its file stays alone while each new row is its own; a forget
+        leaves it alone). Once another caller's row is there, it is counted again only
+        after rows have gone."""
+        key = filter_key(table, where, params)
+        size, total = state
+        seen = self._whole.get(key)
+        if seen is not None and seen[:2] == state:
+            return seen[2]
+        if seen is not None and seen[2] and size >= seen[0]:
+            new = tx.one(f"SELECT count(*) AS n, coalesce(sum({where}), 0) AS mine FROM "
+                         f"{table} r WHERE r.rowid > ?", (*params, seen[0]))
+            whole = new is not None and int(new["n"]) == int(new["mine"])
+        elif seen is not None and not seen[2] and total >= seen[1]:
+            whole = False  # rows were only added: someone else's row is still there
+        else:
+            row = tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} "
+                         "LIMIT ?)", (*params, total + 1))
+            whole = row is not None and int(row["n"]) == total
+        if len(self._whole) >= 4096:
+            self._whole.clear()
+        self._whole[key] = (size, total, whole)
+        return whole
 
 
 __all__ = ["TextSearch", "doc_len", "quote"]
