@@ -91,11 +91,13 @@ def may_read(readers: list[str] | None, principal: str | None) -> bool:
     return readers is None or (principal is not None and principal in readers)
 
 
-def hidden_from_writer(readers: list[str] | None, scope: Scope) -> bool:
+def hidden_from_writer(readers: list[str] | None, scope: Scope,
+                       principal: str | None = None) -> bool:
     """Whether a write in ``scope`` may not see, match or replace a record with these
-    ``readers``: the writer is the scope's user; a scope without one writes as the
-    tenant's operator, who may (as by-id calls without a scope do)."""
-    return scope.user is not None and not may_read(readers, scope.user)
+    ``readers``: the writer is ``principal`` (an agent's), else the scope's user; a write
+    with neither is the tenant's operator's, who may (as by-id calls without a scope do)."""
+    writer = principal if principal is not None else scope.user
+    return writer is not None and not may_read(readers, writer)
 
 
 def resolve_caller(scope: Scope | dict[str, Any] | None, tenant: str | None,

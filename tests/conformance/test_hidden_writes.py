@@ -138,3 +138,34 @@ def test_an_agent_corrects_only_an_episode_its_principal_may_read(mem: Memory) -
         agent.close()
     assert hidden["type"] == missing["type"] == "NotFound" and hidden["hint"]
     assert [e.text for e in mem.episodes.log(ANA)] == ["Legal hold on the Zephyrine archive"]
+
+
+def test_a_held_claim_is_approved_only_by_a_reader_of_the_hidden_fact(mem: Memory) -> None:
+    from memstrata import AccessDenied
+
+    hidden = _salary(mem, "Ana's salary is 91k", readers=["hr"])
+    held = _salary(mem, "Ana's salary is 95k")
+    with pytest.raises(AccessDenied) as refused:
+        mem.review.approve(held.record.id, by="lead", scope=ANA)  # type: ignore[attr-defined]
+    assert refused.value.hint and "91k" not in str(refused.value)
+    assert mem.facts.get(held.record.id, scope=ANA).status == "pending_review"  # type: ignore[attr-defined]
+    assert [f.claim for f in mem.facts.current(ANA, principal="hr")] == ["Ana's salary is 91k"]
+    done = mem.review.approve(held.record.id, by="hr lead", scope=ANA,  # type: ignore[attr-defined]
+                              principal="hr")
+    assert done.status == "superseding" and done.superseded.id == hidden.record.id  # type: ignore[attr-defined]
+
+
+def test_an_agent_proposes_over_no_fact_its_principal_may_not_read(mem: Memory) -> None:
+    from memstrata.interfaces.tools import ToolDispatcher
+
+    hidden = _salary(mem, "Ana's salary is 91k", readers=["ana"])
+    agent = ToolDispatcher(mem, ANA, principal="helper-bot", actor="user")
+    try:
+        out = agent.dispatch("propose_memory", {
+            "claim": "Ana's salary is 95k", "kind": "profile", "subject": "ana",
+            "attribute": "salary", "source": "chat:4"})
+    finally:
+        agent.close()
+    assert out.get("status") == "pending" and HIDDEN_SLOT in str(out.get("reason")), out
+    assert hidden.record.id not in str(out)  # type: ignore[attr-defined]
+    assert [f.claim for f in mem.facts.current(ANA)] == ["Ana's salary is 91k"]

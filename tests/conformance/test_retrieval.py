@@ -443,6 +443,8 @@ def test_an_until_given_as_a_date_takes_in_that_whole_day(mem: Memory) -> None:
 def test_an_empty_recall_says_why(mem: Memory) -> None:
     scope = Scope(user="ana")
     mem.episodes.append(scope, text="The ferry leaves at noon", actor="user", source="s:1")
-    assert "only common words" in (mem.recall(scope, "the").empty_reason or "")
-    assert "matched the query" in (mem.recall(scope, "zzzz unknownword").empty_reason or "")
+    assert "no word to search by" in (mem.recall(scope, "the").empty_reason or "")
+    assert "no word to search by" in (mem.recall(scope, "???").empty_reason or "")
+    assert "relevant to the query" in (mem.recall(scope, "zzzz unknownword").empty_reason
+                                       or "")
     assert mem.recall(scope, "ferry noon").empty_reason is None

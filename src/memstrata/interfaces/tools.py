@@ -239,7 +239,8 @@ def _propose_memory(d: ToolDispatcher, a: ProposeMemoryArgs) -> dict[str, Any]:
     res = d.mem.facts.propose(d.scope, claim=a.claim, kind=a.kind, subject=a.subject,
                               attribute=a.attribute,
                               actor=write_actor(d.actor, a.origin, a.source), source=a.source,
-                              confidence=a.confidence, evidence=a.evidence, tier="standard")
+                              confidence=a.confidence, evidence=a.evidence, tier="standard",
+                              principal=d.principal)
     out = write_receipt(res)
     if res.status == "pending" and res.record is not None:
         out["next"] = (f"it waits for a person: until approved it is not recalled or listed as "

@@ -52,7 +52,7 @@ from ..errors import Conflict, ValidationError
 from ..governance.policy import Candidate, Verdict, WritePolicy, normalise_claim
 from ..governance.safety import screened_arg
 from ..ids import new_id
-from ..inputs import date_arg, record_id_arg
+from ..inputs import date_arg, name_arg, record_id_arg
 from ..models import DEFAULT_CONFIDENCE, Fact, Scope, WriteResult, build, make_scope
 from ..scoping import (
     SCOPE_COLUMNS,
@@ -60,6 +60,7 @@ from ..scoping import (
     exact_sql,
     hidden_from_writer,
     load_json_list,
+    may_read,
     owned_sql,
     scope_from_row,
     scope_values,
@@ -124,7 +125,7 @@ class Facts(FactReads):
                 expires_at: datetime | str | None = None,
                 recheck_after: datetime | str | None = None,
                 readers: Sequence[str] | None = None, reason: str | None = None,
-                dedup: str = "policy") -> WriteResult:
+                dedup: str = "policy", principal: str | None = None) -> WriteResult:
         """Propose a durable fact; the write policy decides what happens to it.
 
         ``dedup``: ``"policy"`` (an equivalent claim in the slot is a duplicate; facts of
@@ -132,7 +133,8 @@ class Facts(FactReads):
         ``"slot"`` (the same, without the similarity search), ``"off"`` (every proposal that
         passes the policy is a new version of its slot: for callers whose record carries
         more than its claim and who compare records themselves, such as the LangGraph
-        store)."""
+        store). ``principal``: who writes, when not the scope's user (an agent's
+        principal): a slot's current fact it may not read is not replaced."""
         cand = build(
             Candidate, scope=make_scope(scope), claim=claim, kind=kind, subject=subject,
             attribute=attribute, actor=actor, source=source, confidence=confidence, tier=tier,
@@ -140,12 +142,14 @@ class Facts(FactReads):
             expires_at=expires_at, recheck_after=recheck_after,
             readers=readers, reason=reason,
         )
-        return self.propose_candidate(cand, dedup=dedup)
+        return self.propose_candidate(cand, dedup=dedup, principal=principal)
 
-    def propose_candidate(self, cand: Candidate, *, dedup: str = "policy") -> WriteResult:
+    def propose_candidate(self, cand: Candidate, *, dedup: str = "policy",
+                          principal: str | None = None) -> WriteResult:
         """Judge and store a validated candidate (used by extraction and import too)."""
         if not isinstance(cand, Candidate):
             raise ValidationError(f"expected a Candidate, got {type(cand).__name__}")
+        writer = None if principal is None else name_arg(principal, "principal")
         if dedup not in DEDUP_MODES:
             raise ValidationError(f"dedup must be one of {', '.join(DEDUP_MODES)}, not "
                                   f"{dedup!r}")
@@ -158,15 +162,15 @@ class Facts(FactReads):
         # the claim's vector is computed before the write transaction opens
         vector = self._index.embed([self.embed_text(cand.claim)])
         with self._db.transaction(cand.scope.tenant) as tx:
-            similar = self._similar(tx, cand, vector) if dedup == "policy" else []
+            similar = self._similar(tx, cand, vector, writer) if dedup == "policy" else []
             active = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "active")
             if active is not None and hidden_from_writer(load_json_list(active["readers"]),
-                                                         cand.scope):
+                                                         cand.scope, writer):
                 # the slot's current fact is restricted to readers the writer is not one
                 # of: never shown, matched or replaced by this write; a reviewer decides
                 active = None
                 verdict = dataclasses.replace(verdict, action="pending", reason=HIDDEN_SLOT)
-            dup = None if dedup == "off" else self._find_duplicate(tx, cand, active)
+            dup = None if dedup == "off" else self._find_duplicate(tx, cand, active, writer)
             confirmed = None
             if dup is not None and dup["status"] == "pending_review" and \
                     verdict.action == "store":
@@ -249,7 +253,8 @@ class Facts(FactReads):
                       "AND r.status = ? ORDER BY r.created_at DESC LIMIT 1",
                       (*params, subject, attribute, status))
 
-    def _similar(self, tx: Tx, cand: Candidate, vector: Any) -> list[tuple[str, float]]:
+    def _similar(self, tx: Tx, cand: Candidate, vector: Any,
+                 writer: str | None) -> list[tuple[str, float]]:
         """Active or pending facts of exactly this scope and kind, in other slots, that the
         writer may read, whose vectors are near the claim (cosine >= the policy's
         ``dedup_cosine``), best first."""
@@ -260,14 +265,16 @@ class Facts(FactReads):
         where += " AND r.kind = ? AND r.status IN ('active', 'pending_review') AND NOT " \
                  "(r.subject = ? AND r.attribute = ?)"
         params = [*params, cand.kind, cand.subject, cand.attribute]
-        if cand.scope.user is not None:  # the writer's reads (hidden_from_writer)
+        reader = writer if writer is not None else cand.scope.user
+        if reader is not None:  # the writer's reads (hidden_from_writer)
             where += f" AND {self._db.readers_clause('r.readers')}"
-            params.append(cand.scope.user)
+            params.append(reader)
         scored = index.fact_scores(tx, where, params, vector[0], 50)
         threshold = self._policy.config.dedup_cosine
         return [(fid, s) for fid, s in scored if s >= threshold]
 
-    def _find_duplicate(self, tx: Tx, cand: Candidate, active: Row | None) -> Row | None:
+    def _find_duplicate(self, tx: Tx, cand: Candidate, active: Row | None,
+                        writer: str | None) -> Row | None:
         """The active, else the pending, fact of the candidate's slot with an equivalent
         claim (the only duplicate there is), among those the writer may read."""
         norm = normalise_claim(cand.claim)
@@ -275,7 +282,7 @@ class Facts(FactReads):
             return active
         pending = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "pending_review")
         if pending is not None and normalise_claim(pending["claim"]) == norm and \
-                not hidden_from_writer(load_json_list(pending["readers"]), cand.scope):
+                not hidden_from_writer(load_json_list(pending["readers"]), cand.scope, writer):
             return pending
         return None
 
@@ -395,6 +402,13 @@ class Facts(FactReads):
              tenant, fact.id))
         old = self._read(tx, tenant, superseded) if superseded else None
         return self._read(tx, tenant, fact.id), old
+
+    def slot_hidden_in(self, tx: Tx, fact: Fact, reader: str | None) -> bool:
+        """Whether the current fact of ``fact``'s slot (another one) is restricted to
+        readers that ``reader`` is not one of."""
+        active = self._slot_row(tx, fact.scope, fact.subject, fact.attribute, "active")
+        return active is not None and active["id"] != fact.id and \
+            not may_read(load_json_list(active["readers"]), reader)
 
     def reject_in(self, tx: Tx, fact: Fact, *, reason: str, now: datetime) -> Fact:
         tx.execute("UPDATE facts SET status = 'rejected', reason = ?, valid_to = ? "

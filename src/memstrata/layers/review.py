@@ -18,11 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..clock import Clock
-from ..errors import Conflict, ValidationError
+from ..errors import AccessDenied, Conflict, ValidationError
 from ..governance.policy import Candidate
 from ..governance.safety import screened_arg
 from ..inputs import record_id_arg, text_arg
 from ..models import Fact, Scope, WriteResult, build
+from ..scoping import principal_of
 from ..store.base import Database
 from .facts import Facts
 from .indexing import RecordIndex
@@ -62,6 +63,15 @@ class Review:
             fact = self._facts.get_in(tx, tenant, fact_id, sc, principal)
             if fact.status != "pending_review":
                 raise Conflict(f"fact {fact.id} is {fact.status}, not pending review")
+            if sc is not None and self._facts.slot_hidden_in(tx, fact,
+                                                            principal_of(sc, principal)):
+                # approving would replace (and show) a current fact this reviewer may not
+                # read: one of its readers, or the operator, decides
+                raise AccessDenied(
+                    f"fact {fact.id} would replace its slot's current fact, which is "
+                    "restricted to readers the approver is not one of; nothing changed",
+                    hint="approve as one of that fact's readers (principal=...) or as the "
+                         "operator (no scope)")
             if edited is not None:
                 cand = build(Candidate, scope=fact.scope, kind=fact.kind, subject=fact.subject,
                              attribute=fact.attribute, claim=edited, actor=fact.actor,

@@ -178,9 +178,11 @@ __all__ = ["DECISIONS", "DECISION_RULES", "DecisionRule", "Gate", "Recall", "val
 
 
 def _no_candidates(query: str) -> str:
-    """Why a ranking found no candidate at all: a query of only common words has nothing
-    to search by; otherwise no record the caller may read matched it."""
+    """Why a ranking kept no candidate at all: a query without a word to search by (only
+    common words like 'the', or none), or nothing the caller may read that is relevant to
+    it (no match, or matches too weak to stand on their own)."""
     if not terms(query):
-        return ("the query has only common words (like 'the'), nothing to search by: name "
-                "what to find")
-    return "no record in scope that the caller may read matched the query"
+        return ("the query has no word to search by (only common words like 'the', or "
+                "none): name what to find")
+    return ("nothing in scope that the caller may read is relevant to the query (no match, "
+            "or only matches too weak to stand on their own)")
