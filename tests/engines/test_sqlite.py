@@ -187,3 +187,53 @@ def test_a_large_index_of_other_callers_moves_no_score(
                                    "actor": "user", "source": f"x:{i}"} for i in range(200)])
         for query in QUERIES:
             assert _same(_text_search(mem, bo, query), alone[query])
+
+
+def _hits(mem: Memory, scope: Scope, query: str, **kw: Any) -> list[tuple[str, float]]:
+    return [(h.excerpt, round(h.score, 9)) for h in mem.episodes.search(scope, query, k=10, **kw)]
+
+
+LINES = ["cache miss on deploy", "deploy went fine", "deploy rollback after cache error",
+         "docs deploy", "deploy deploy deploy preview", "cache"]
+
+
+def test_a_reused_rowid_lets_no_other_callers_row_in(tmp_path: Path) -> None:
+    """alice forgets her newest episode and bob writes the next (SQLite gives it the same
+    rowid): alice's scores are those of a file holding only her rows."""
+    alice, bob = Scope(user="alice", project="p"), Scope(user="bob", project="p")
+    solo = Memory.open(f"sqlite:///{tmp_path / 'solo.db'}", embedder=None)
+    shared = Memory.open(f"sqlite:///{tmp_path / 'shared.db'}", embedder=None)
+    for mem in (solo, shared):
+        for i, text in enumerate(LINES):
+            mem.episodes.append(alice, text=text, actor="user", source=f"chat:{i}",
+                                thread=f"n{i}")
+    shared.episodes.append(alice, text="zzz marker", actor="user", source="z", thread="z")
+    _hits(shared, alice, "cache deploy")  # alice alone: remembered
+    shared.forget(alice, match="zzz marker")
+    shared.episodes.append(bob, text="cache " * 40 + "log", actor="user", source="b",
+                           thread="b")
+    assert _hits(shared, alice, "cache deploy") == _hits(solo, alice, "cache deploy")
+    solo.close()
+    shared.close()
+
+
+def test_one_window_leaves_no_counts_to_another(tmp_path: Path) -> None:
+    from memstrata import ManualClock
+
+    alice = Scope(user="alice", project="p")
+    clock = ManualClock("2026-03-01T00:00:00Z")
+    path = f"sqlite:///{tmp_path / 'w.db'}"
+    mem = Memory.open(path, embedder=None, clock=clock)
+    for i in range(20):
+        mem.episodes.append(alice, text=f"cache warmup step {i} cache", actor="user",
+                            source=f"o{i}", thread=f"o{i}",
+                            observed_at=f"2026-01-{i + 1:02d}T00:00:00Z")
+    for i, text in enumerate(LINES):
+        mem.episodes.append(alice, text=text, actor="user", source=f"n{i}", thread=f"n{i}",
+                            observed_at=f"2026-02-{i + 1:02d}T00:00:00Z")
+    fresh = Memory.open(path, embedder=None, clock=clock)
+    february = _hits(fresh, alice, "cache deploy", since="2026-02-01T00:00:00Z")
+    _hits(mem, alice, "cache deploy", since="2025-12-01T00:00:00Z")
+    assert _hits(mem, alice, "cache deploy", since="2026-02-01T00:00:00Z") == february
+    mem.close()
+    fresh.close()

@@ -66,6 +66,12 @@ class _SQLiteTx:
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return [dict(r) for r in self._conn.execute(sql, _adapt(params)).fetchall()]
 
+    def changes(self) -> tuple[int, int]:
+        """What changes with every write to the file: this connection's changed rows and
+        the file's data version (moved by other connections' commits)."""
+        version = self._conn.execute("PRAGMA data_version").fetchone()
+        return self._conn.total_changes, int(version[0])
+
 
 def _adapt(params: Sequence[Any]) -> tuple[Any, ...]:
     out: list[Any] = []

@@ -8,7 +8,8 @@ Contract (used by :class:`memstrata.store.sqlite.SQLiteDatabase`, which register
   column (neighbouring records) counts half as much as the body.
 - A word's weight and the mean entry length are the caller's (the rows its filter admits),
   never the whole table's: another user's or tenant's rows move no score and no order.
-  With one caller in the table, the scores are SQLite's own ``bm25``.
+  With one caller in the table, the scores are SQLite's own ``bm25``. In a large index the
+  caller's counts are bounded and remembered (see :func:`_key`).
 - In a large index very common query words are left out, as the caller's own counts say
   (:func:`memstrata.store.lexical.selective`); the counts are remembered per process
   (:class:`~memstrata.store.lexical.TermCounts`).
@@ -17,6 +18,7 @@ Contract (used by :class:`memstrata.store.sqlite.SQLiteDatabase`, which register
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from .lexical import (
@@ -80,9 +82,6 @@ class TextSearch:
 
     def __init__(self) -> None:
         self._counts = TermCounts()
-        #: Per filter: the index (highest rowid, rows) when it last admitted every row or
-        #: not, and which (see :meth:`_admits_all`).
-        self._whole: dict[tuple[Any, ...], tuple[int, int, bool]] = {}
 
     def search(self, tx: Any, table: str, query: str, where: str, params: Sequence[Any],
                limit: int, drop: Sequence[str] = (),
@@ -94,29 +93,30 @@ class TextSearch:
         ``bm25``, the table's weight (:meth:`_table_stats`) and the entry's length (FTS5's
         own token counts) give back the word's term frequency, which is scored again with
         the word's weight and the mean entry length among the caller's rows
-        (:meth:`_caller_stats`). With one caller in the table (its filter admits every row)
-        the statistics are the same and SQLite's ``bm25`` is the score, in one query.
-        The lengths are read for the twice ``limit`` best by the caller's weights with the
-        table's mean length (the mean moves a score by a few per cent): a row the mean
-        would have moved across that line is the one approximation left."""
+        (:meth:`_caller_stats`, :meth:`_caller_length`). In a small index whose every row
+        the filter admits (one caller in the file) the statistics are the same, and
+        SQLite's ``bm25`` over all the words is the score, in one query."""
         words, counted, size = self._selective_words(tx, table, query, drop, where, params,
                                                      all_common)
         if not words:
             return []
         table_rows, table_len = self._table_stats(tx, table)
-        own, own_rows = self._caller_stats(tx, table, words, counted, where, params,
-                                           (size, table_rows))
+        small = counted is None
+        key = _key(tx, table, where, params, small)
+        own, own_rows = self._caller_stats(tx, table, words, counted, where, params, key,
+                                           size)
         fts = f"{table}_fts"
-        if own_rows == table_rows:
-            # the caller's filter admits every row: the table's statistics are its own, and
-            # SQLite's bm25 over all the words at once is the score (CROSS JOIN: see below)
+        if small and own_rows == table_rows:
+            # the caller's filter admits every row (counted exactly since the last write):
+            # the table's statistics are its own, and SQLite's bm25 over all the words at
+            # once is the score (CROSS JOIN: see below)
             rows = tx.all(
                 f"SELECT r.id AS id, bm25({fts}, 1.0, 0.5) AS s FROM {fts} CROSS JOIN "
                 f"{table} r ON r.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {where} "
                 "ORDER BY s, r.id LIMIT ?",
                 (" OR ".join(quote(w) for w in words), *params, limit))
             return [(r["id"], -float(r["s"])) for r in rows]
-        own_len = self._caller_length(tx, table, where, params, (size, table_rows))
+        own_len = self._caller_length(tx, table, where, params, key, size)
         # FTS5's weight of each word (the table's rows and the rows matching it, counted
         # now: a remembered count would let the table's writes show through)
         table_idf = {w: fts5_idf(table_rows, int(tx.one(
@@ -134,19 +134,15 @@ class TextSearch:
         # frequency it stands for, at the entry's length dl; then BM25 at the caller's mean
         term = "(-p.b / p.g)"
         freq = f"({term} * {k1} * ({1 - b} + {b} * d.dl / ?) / max({c} - {term}, 1e-9))"
-        # the entries' lengths are read for the best candidates only: the first ranking
-        # (the caller's weights, the table's mean length) keeps twice the rows asked for
         rows = tx.all(
             f"WITH p AS MATERIALIZED ({' UNION ALL '.join([part] * len(words))}), "
-            "top AS MATERIALIZED (SELECT rid FROM p GROUP BY rid ORDER BY sum(p.w / p.g * "
-            "p.b), min(p.id) LIMIT ?), "
-            f"d AS MATERIALIZED (SELECT top.rid AS rid, {_DOC_LEN} AS dl FROM "
-            f"top JOIN {fts}_docsize z ON z.id = top.rid) "
+            f"d AS MATERIALIZED (SELECT DISTINCT p.rid AS rid, {_DOC_LEN} AS dl FROM p JOIN "
+            f"{fts}_docsize z ON z.id = p.rid) "
             f"SELECT p.id AS id, sum(p.w * {freq} * {c} / ({freq} + {k1} * ({1 - b} + "
             f"{b} * d.dl / ?))) AS s FROM p JOIN d ON d.rid = p.rid "
             "GROUP BY p.id ORDER BY s DESC, p.id LIMIT ?",
             (*(x for w in words for x in (table_idf[w], own[w], quote(w), *params)),
-             2 * limit, table_len, table_len, own_len, limit))
+             table_len, table_len, own_len, limit))
         return [(r["id"], float(r["s"])) for r in rows]
 
     @staticmethod
@@ -161,8 +157,9 @@ class TextSearch:
     def _selective_words(self, tx: Any, table: str, query: str, drop: Sequence[str],
                          where: str, params: Sequence[Any], all_common: AllCommon,
                          ) -> tuple[list[str], Callable[[str], int] | None, int]:
-        """The words to match, the caller's count of each (remembered; None below
-        :data:`LARGE_INDEX_ROWS`) and the index size. In a large index, terms that occur in
+        """The words to match, the caller's count of each (remembered; None when the index
+        or the caller's rows are fewer than :data:`LARGE_INDEX_ROWS`: then every count is
+        exact, see :func:`_key`) and the index size. In a large index, terms that occur in
         ``COMMON_TERM_DOCS`` or more of the rows *the caller's filter admits* are left out
         (BM25 gives them almost no weight, yet scoring their postings dominates the query
         time), like stopwords learnt from the caller's own data: another user's or
@@ -177,7 +174,12 @@ class TextSearch:
         size = int(top["n"] or 0) if top else 0
         if size == 0 or not words:
             return [], None, size  # an empty index matches nothing (no facts yet, say)
-        if size < LARGE_INDEX_ROWS:
+        if size < LARGE_INDEX_ROWS or self._counts.counter(
+                (*filter_key(table, where, params), "caller"), size, lambda _: int(tx.one(
+                    f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} "
+                    "LIMIT ?)", (*params, LARGE_INDEX_ROWS))["n"]))("") < LARGE_INDEX_ROWS:
+            # a small index, or a caller with few rows in a large one (its own count
+            # decides, never the others' rows): every word, exact counts
             return words, None, size
         scoped = self._counts.counter(filter_key(table, where, params), size,
                                       lambda w: int(tx.one(
@@ -193,75 +195,52 @@ class TextSearch:
 
     def _caller_stats(self, tx: Any, table: str, words: list[str],
                       counted: Callable[[str], int] | None, where: str,
-                      params: Sequence[Any], state: tuple[int, int],
-                      ) -> tuple[dict[str, float], int]:
+                      params: Sequence[Any], key: tuple[Any, ...],
+                      size: int) -> tuple[dict[str, float], int]:
         """Each word's weight among the rows the caller's filter admits (FTS5's formula,
-        :func:`~memstrata.store.lexical.fts5_idf`), and their number ``N``. ``state`` is
-        the index's highest rowid and row count. Below :data:`LARGE_INDEX_ROWS` rows every
-        count is exact, remembered until the index next gains or loses a row; above, the
-        word counts are the caller's remembered ones (capped at ``COMMON_TERM_DOCS``, which
-        every word a large index keeps stays below), and ``N`` is every row when the filter
-        admits them all (:meth:`_admits_all`), else counted once per filter up to
-        :data:`IDF_ROWS`, remembered."""
+        :func:`~memstrata.store.lexical.fts5_idf`), and their number ``N``. With no
+        ``counted`` (a small index or caller) every count is exact, remembered until the
+        next write to the file (``key``, :func:`_key`); else the word counts are the caller's
+        remembered ones (capped at ``COMMON_TERM_DOCS``, which every word a large index
+        keeps stays below), and ``N`` is counted once per filter up to :data:`IDF_ROWS`,
+        remembered."""
         fts = f"{table}_fts"
-        size = state[0]
-        small = size < LARGE_INDEX_ROWS
-        key = (*filter_key(table, where, params), *(state if small else ()))
-        remember = self._counts.counter
-        if self._admits_all(tx, table, where, params, state):
-            rows = state[1]
-        else:
-            rows = remember((*key, "rows"), size, lambda _: int(tx.one(
-                f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} "
-                "LIMIT ?)", (*params, IDF_ROWS))["n"]))("")
+        rows = self._counts.counter((*key, "rows"), size, lambda _: int(tx.one(
+            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} LIMIT ?)",
+            (*params, IDF_ROWS))["n"]))("")
         if counted is None:
-            counted = remember((*key, "words"), size, lambda w: int(tx.one(
+            counted = self._counts.counter((*key, "words"), size, lambda w: int(tx.one(
                 f"SELECT count(*) AS n FROM {fts} CROSS JOIN {table} r ON r.rowid = "
                 f"{fts}.rowid WHERE {fts} MATCH ? AND {where}", (quote(w), *params))["n"]))
         return {w: fts5_idf(rows, counted(w)) for w in words}, rows
 
     def _caller_length(self, tx: Any, table: str, where: str, params: Sequence[Any],
-                       state: tuple[int, int]) -> float:
+                       key: tuple[Any, ...], size: int) -> float:
         """The mean length in tokens of the entries of the rows the filter admits (over at
         most :data:`IDF_ROWS` of them), exact: their total and their number, remembered
         like the counts of :meth:`_caller_stats`."""
-        small = state[0] < LARGE_INDEX_ROWS
-        key = (*filter_key(table, where, params), *(state if small else ()))
         sample = (f"(SELECT r.rowid AS rid FROM {table} r WHERE {where} LIMIT ?) c JOIN "
                   f"{table}_fts_docsize z ON z.id = c.rid")
-        tokens = self._counts.counter((*key, "tokens"), state[0], lambda _: int(tx.one(
+        tokens = self._counts.counter((*key, "tokens"), size, lambda _: int(tx.one(
             f"SELECT coalesce(sum({_DOC_LEN}), 0) AS n FROM {sample}",
             (*params, IDF_ROWS))["n"]))("")
-        rows = self._counts.counter((*key, "sampled"), state[0], lambda _: int(tx.one(
+        rows = self._counts.counter((*key, "sampled"), size, lambda _: int(tx.one(
             f"SELECT count(*) AS n FROM {sample}", (*params, IDF_ROWS))["n"]))("")
         return max(tokens / rows if rows else 1.0, 1e-9)
 
-    def _admits_all(self, tx: Any, table: str, where: str, params: Sequence[Any],
-                    state: tuple[int, int]) -> bool:
-        """Whether the filter admits every row of the index (``state``: its highest rowid
-        and its rows): counted once, then kept up to date from the rows written since (a
-        caller alone in its file stays alone while each new row is its own; a forget
-        leaves it alone). Once another caller's row is there, it is counted again only
-        after rows have gone."""
-        key = filter_key(table, where, params)
-        size, total = state
-        seen = self._whole.get(key)
-        if seen is not None and seen[:2] == state:
-            return seen[2]
-        if seen is not None and seen[2] and size >= seen[0]:
-            new = tx.one(f"SELECT count(*) AS n, coalesce(sum({where}), 0) AS mine FROM "
-                         f"{table} r WHERE r.rowid > ?", (*params, seen[0]))
-            whole = new is not None and int(new["n"]) == int(new["mine"])
-        elif seen is not None and not seen[2] and total >= seen[1]:
-            whole = False  # rows were only added: someone else's row is still there
-        else:
-            row = tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} "
-                         "LIMIT ?)", (*params, total + 1))
-            whole = row is not None and int(row["n"]) == total
-        if len(self._whole) >= 4096:
-            self._whole.clear()
-        self._whole[key] = (size, total, whole)
-        return whole
 
+def _key(tx: Any, table: str, where: str, params: Sequence[Any],
+         small: bool) -> tuple[Any, ...]:
+    """Under what a caller's counts are remembered. For a small index or a caller with few
+    rows: the filter with its dates to the second (a window, the expiry's "now") and the
+    file's state (every write, by any connection, changes it:
+    :meth:`~memstrata.store.sqlite._SQLiteTx.changes`), so every count is exact. Else the
+    filter without its dates (the counts are bounded hints, refreshed as the index grows:
+    :class:`TermCounts`)."""
+    base = filter_key(table, where, params)
+    if not small:
+        return base
+    dates = tuple(int(p.timestamp()) for p in params if isinstance(p, datetime))
+    return (*base, *dates, *tx.changes())
 
 __all__ = ["TextSearch", "doc_len", "quote"]
