@@ -8,8 +8,8 @@ Contract (used by :class:`memstrata.store.sqlite.SQLiteDatabase`, which register
   column (neighbouring records) counts half as much as the body.
 - A word's weight and the mean entry length are the caller's (the rows its filter admits),
   never the whole table's: another user's or tenant's rows move no score and no order.
-  With one caller in the table, the scores are SQLite's own ``bm25``. In a large index the
-  caller's counts are bounded and remembered (see :func:`_key`).
+  In a small table that one caller fills alone the scores are SQLite's own ``bm25``; for a
+  caller with many rows the counts are bounded and remembered (see :func:`_key`).
 - In a large index very common query words are left out, as the caller's own counts say
   (:func:`memstrata.store.lexical.selective`); the counts are remembered per process
   (:class:`~memstrata.store.lexical.TermCounts`).
