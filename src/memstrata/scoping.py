@@ -91,12 +91,18 @@ def may_read(readers: list[str] | None, principal: str | None) -> bool:
     return readers is None or (principal is not None and principal in readers)
 
 
+def writer_of(scope: Scope, principal: str | None = None) -> str | None:
+    """Who makes a write in ``scope``: ``principal`` (an agent's), else the scope's user;
+    None for the tenant's operator (neither), who may reach every record of the scope (as
+    by-id calls without a scope do)."""
+    return principal if principal is not None else scope.user
+
+
 def hidden_from_writer(readers: list[str] | None, scope: Scope,
                        principal: str | None = None) -> bool:
-    """Whether a write in ``scope`` may not see, match or replace a record with these
-    ``readers``: the writer is ``principal`` (an agent's), else the scope's user; a write
-    with neither is the tenant's operator's, who may (as by-id calls without a scope do)."""
-    writer = principal if principal is not None else scope.user
+    """Whether a write in ``scope`` (by :func:`writer_of`) may not see, match or replace a
+    record with these ``readers``."""
+    writer = writer_of(scope, principal)
     return writer is not None and not may_read(readers, writer)
 
 

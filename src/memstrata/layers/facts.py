@@ -8,8 +8,8 @@ Contract:
   reason; new: ``supersedes``, and the old fact's restricted ``readers`` when it names
   none: access follows the source). Nothing is deleted. Every outcome is a WriteResult,
   built inside the transaction (no read after the commit can fail a stored write).
-- The writer is the scope's user (:func:`memstrata.scoping.hidden_from_writer`; a scope
-  without one writes as the operator). A slot's current fact restricted to readers the
+- The writer is ``principal=`` (an agent's), else the scope's user; with neither, the
+  operator (:func:`memstrata.scoping.writer_of`). A slot's current fact restricted to readers the
   writer is not one of is never shown to, matched by or replaced by its write: the claim is
   held for review (:data:`HIDDEN_SLOT`); a pending or near fact it may not read is never its
   duplicate or named in ``similar``.
@@ -60,10 +60,10 @@ from ..scoping import (
     exact_sql,
     hidden_from_writer,
     load_json_list,
-    may_read,
     owned_sql,
     scope_from_row,
     scope_values,
+    writer_of,
 )
 from ..store.base import Database, Row, Tx
 from ..store.sql import chunks, marks
@@ -265,7 +265,7 @@ class Facts(FactReads):
         where += " AND r.kind = ? AND r.status IN ('active', 'pending_review') AND NOT " \
                  "(r.subject = ? AND r.attribute = ?)"
         params = [*params, cand.kind, cand.subject, cand.attribute]
-        reader = writer if writer is not None else cand.scope.user
+        reader = writer_of(cand.scope, writer)
         if reader is not None:  # the writer's reads (hidden_from_writer)
             where += f" AND {self._db.readers_clause('r.readers')}"
             params.append(reader)
@@ -403,12 +403,13 @@ class Facts(FactReads):
         old = self._read(tx, tenant, superseded) if superseded else None
         return self._read(tx, tenant, fact.id), old
 
-    def slot_hidden_in(self, tx: Tx, fact: Fact, reader: str | None) -> bool:
-        """Whether the current fact of ``fact``'s slot (another one) is restricted to
-        readers that ``reader`` is not one of."""
+    def slot_hidden_in(self, tx: Tx, fact: Fact, scope: Scope,
+                       principal: str | None) -> bool:
+        """Whether the current fact of ``fact``'s slot (another one) is hidden from a write
+        in ``scope`` by ``principal`` (:func:`~memstrata.scoping.hidden_from_writer`)."""
         active = self._slot_row(tx, fact.scope, fact.subject, fact.attribute, "active")
         return active is not None and active["id"] != fact.id and \
-            not may_read(load_json_list(active["readers"]), reader)
+            hidden_from_writer(load_json_list(active["readers"]), scope, principal)
 
     def reject_in(self, tx: Tx, fact: Fact, *, reason: str, now: datetime) -> Fact:
         tx.execute("UPDATE facts SET status = 'rejected', reason = ?, valid_to = ? "

@@ -23,7 +23,6 @@ from ..governance.policy import Candidate
 from ..governance.safety import screened_arg
 from ..inputs import record_id_arg, text_arg
 from ..models import Fact, Scope, WriteResult, build
-from ..scoping import principal_of
 from ..store.base import Database
 from .facts import Facts
 from .indexing import RecordIndex
@@ -63,8 +62,7 @@ class Review:
             fact = self._facts.get_in(tx, tenant, fact_id, sc, principal)
             if fact.status != "pending_review":
                 raise Conflict(f"fact {fact.id} is {fact.status}, not pending review")
-            if sc is not None and self._facts.slot_hidden_in(tx, fact,
-                                                            principal_of(sc, principal)):
+            if sc is not None and self._facts.slot_hidden_in(tx, fact, sc, principal):
                 # approving would replace (and show) a current fact this reviewer may not
                 # read: one of its readers, or the operator, decides
                 raise AccessDenied(

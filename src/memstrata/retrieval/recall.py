@@ -93,6 +93,17 @@ def validate_request(scope: Scope | dict[str, Any], query: Any, decision: Any,
     return scope, query, rule, chosen
 
 
+def _no_candidates(query: str) -> str:
+    """Why a ranking kept no candidate at all: a query without a word to search by (only
+    common words like 'the', or none), or nothing the caller may read that is relevant to
+    it (no match, or matches too weak to stand on their own)."""
+    if not terms(query):
+        return ("the query has no word to search by (only common words like 'the', or "
+                "none): name what to find")
+    return ("nothing in scope that the caller may read is relevant to the query (no match, "
+            "or only matches too weak to stand on their own)")
+
+
 class Gate:
     """The retrieval gate over the layers a ranker reads."""
 
@@ -176,13 +187,3 @@ class Gate:
 
 __all__ = ["DECISIONS", "DECISION_RULES", "DecisionRule", "Gate", "Recall", "validate_request"]
 
-
-def _no_candidates(query: str) -> str:
-    """Why a ranking kept no candidate at all: a query without a word to search by (only
-    common words like 'the', or none), or nothing the caller may read that is relevant to
-    it (no match, or matches too weak to stand on their own)."""
-    if not terms(query):
-        return ("the query has no word to search by (only common words like 'the', or "
-                "none): name what to find")
-    return ("nothing in scope that the caller may read is relevant to the query (no match, "
-            "or only matches too weak to stand on their own)")

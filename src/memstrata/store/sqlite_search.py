@@ -62,12 +62,6 @@ def doc_len(docsize: bytes | None) -> int:
     return sum(_varints(docsize))
 
 
-#: An entry's length in tokens from its ``docsize`` record ``z.sz``: two one-byte varints
-#: (each column under 128 tokens) read in SQL (a byte's value is its place in a blob of
-#: all 256), else :func:`doc_len`.
-_BYTES = "X'" + bytes(range(256)).hex().upper() + "'"
-_DOC_LEN = (f"(CASE WHEN length(z.sz) = 2 THEN instr({_BYTES}, substr(z.sz, 1, 1)) + "
-            f"instr({_BYTES}, substr(z.sz, 2, 1)) - 2 ELSE memstrata_doc_len(z.sz) END)")
 #: BM25's term saturation and length normalisation (SQLite's ``bm25`` uses the same).
 _BM25_K1, _BM25_B = 1.2, 0.75
 
@@ -116,7 +110,7 @@ class TextSearch:
                 "ORDER BY s, r.id LIMIT ?",
                 (" OR ".join(quote(w) for w in words), *params, limit))
             return [(r["id"], -float(r["s"])) for r in rows]
-        own_len = self._caller_length(tx, table, where, params, key, size)
+        own_len = self._caller_length(tx, table, where, params, key, size, own_rows)
         # FTS5's weight of each word (the table's rows and the rows matching it, counted
         # now: a remembered count would let the table's writes show through)
         table_idf = {w: fts5_idf(table_rows, int(tx.one(
@@ -136,8 +130,8 @@ class TextSearch:
         freq = f"({term} * {k1} * ({1 - b} + {b} * d.dl / ?) / max({c} - {term}, 1e-9))"
         rows = tx.all(
             f"WITH p AS MATERIALIZED ({' UNION ALL '.join([part] * len(words))}), "
-            f"d AS MATERIALIZED (SELECT DISTINCT p.rid AS rid, {_DOC_LEN} AS dl FROM p JOIN "
-            f"{fts}_docsize z ON z.id = p.rid) "
+            "d AS MATERIALIZED (SELECT DISTINCT p.rid AS rid, memstrata_doc_len(z.sz) AS dl "
+            f"FROM p JOIN {fts}_docsize z ON z.id = p.rid) "
             f"SELECT p.id AS id, sum(p.w * {freq} * {c} / ({freq} + {k1} * ({1 - b} + "
             f"{b} * d.dl / ?))) AS s FROM p JOIN d ON d.rid = p.rid "
             "GROUP BY p.id ORDER BY s DESC, p.id LIMIT ?",
@@ -215,19 +209,15 @@ class TextSearch:
         return {w: fts5_idf(rows, counted(w)) for w in words}, rows
 
     def _caller_length(self, tx: Any, table: str, where: str, params: Sequence[Any],
-                       key: tuple[Any, ...], size: int) -> float:
-        """The mean length in tokens of the entries of the rows the filter admits (over at
-        most :data:`IDF_ROWS` of them), exact: their total and their number, remembered
-        like the counts of :meth:`_caller_stats`."""
-        sample = (f"(SELECT r.rowid AS rid FROM {table} r WHERE {where} LIMIT ?) c JOIN "
-                  f"{table}_fts_docsize z ON z.id = c.rid")
+                       key: tuple[Any, ...], size: int, rows: int) -> float:
+        """The mean length in tokens of the entries of the rows the filter admits: their
+        total over the ``rows`` of them that :meth:`_caller_stats` counted (at most
+        :data:`IDF_ROWS`), remembered like its counts."""
         tokens = self._counts.counter((*key, "tokens"), size, lambda _: int(tx.one(
-            f"SELECT coalesce(sum({_DOC_LEN}), 0) AS n FROM {sample}",
-            (*params, IDF_ROWS))["n"]))("")
-        rows = self._counts.counter((*key, "sampled"), size, lambda _: int(tx.one(
-            f"SELECT count(*) AS n FROM {sample}", (*params, IDF_ROWS))["n"]))("")
+            f"SELECT coalesce(sum(memstrata_doc_len(z.sz)), 0) AS n FROM (SELECT r.rowid AS "
+            f"rid FROM {table} r WHERE {where} LIMIT ?) c JOIN {table}_fts_docsize z ON "
+            "z.id = c.rid", (*params, IDF_ROWS))["n"]))("")
         return max(tokens / rows if rows else 1.0, 1e-9)
-
 
 def _key(tx: Any, table: str, where: str, params: Sequence[Any],
          small: bool) -> tuple[Any, ...]:
