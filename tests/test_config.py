@@ -113,10 +113,40 @@ def test_a_relative_store_path_is_opened_in_the_working_directory(
     runner = CliRunner()
     env = {"MEMSTRATA_HOME": "rel-home", "MEMSTRATA_URL": "env.db", "MEMSTRATA_USER": None,
            "MEMSTRATA_EMBEDDER": "none"}
-    shown = runner.invoke(cli, ["stats", "--json"], env=env)
+    shown = runner.invoke(cli, ["init", "--json"], env=env)
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["path"] == str(work / "env.db")
-    flagged = runner.invoke(cli, ["stats", "--json", "--url", "flag.db"], env=env)
+    flagged = runner.invoke(cli, ["init", "--json", "--url", "flag.db"], env=env)
     assert json.loads(flagged.stdout)["path"] == str(work / "flag.db")
-    defaulted = runner.invoke(cli, ["stats", "--json"], env={**env, "MEMSTRATA_URL": None})
+    defaulted = runner.invoke(cli, ["init", "--json"], env={**env, "MEMSTRATA_URL": None})
     assert json.loads(defaulted.stdout)["path"] == str(work / "rel-home" / "memory.db")
+
+
+def test_a_command_that_only_reads_never_creates_a_missing_store(tmp_path: Path) -> None:
+    """A mistyped --url (or a store never set up) is an error that says how to create it,
+    not an empty new store shown as the answer; no file is left behind. A command that
+    writes creates the store, and the reads then work."""
+    runner = CliRunner()
+    env = {"MEMSTRATA_HOME": str(tmp_path / "home"), "MEMSTRATA_URL": None,
+           "MEMSTRATA_USER": None, "MEMSTRATA_EMBEDDER": "none"}
+    typo = tmp_path / "tpyo.db"
+    reads = (["recall", "deploy"], ["stats"], ["facts", "list"], ["episodes", "search", "x"],
+             ["context"], ["forget", "--match", "x", "--user", "a"], ["doctor"],
+             ["ledger", "list"], ["procedures", "list"], ["keys", "list"], ["review", "list"],
+             ["get", "fact:abc"], ["checkpoint", "show", "t"], ["sweep"], ["reindex"],
+             ["export", "--markdown", str(tmp_path / "md")])
+    for args in reads:
+        for where in (["--url", str(typo)], []):  # named, and the default under the home
+            out = runner.invoke(cli, [*args, *where], env=env)
+            assert out.exit_code != 0, (args, where, out.output)
+            assert "no memstrata store at" in out.output and "memstrata init" in out.output
+    assert not typo.exists() and not (tmp_path / "home" / "memory.db").exists()
+    assert not (tmp_path / "md").exists()
+    wrote = runner.invoke(cli, ["episodes", "append", "deploy went fine", "--actor", "user",
+                                "--source", "ci:1", "--user", "a", "--url", str(typo)], env=env)
+    assert wrote.exit_code == 0, wrote.output
+    found = runner.invoke(cli, ["recall", "deploy", "--user", "a", "--url", str(typo),
+                                "--json"], env=env)
+    assert found.exit_code == 0 and "deploy went fine" in found.output
+    assert runner.invoke(cli, ["init"], env=env).exit_code == 0
+    assert runner.invoke(cli, ["stats"], env=env).exit_code == 0

@@ -18,6 +18,7 @@ from .config import Config
 from .errors import (
     AccessDenied,
     ActivationRefused,
+    ArgumentError,
     BackendError,
     ConfigError,
     Conflict,
@@ -98,6 +99,7 @@ __all__ = [
     "AccessDenied",
     "ActivationRefused",
     "AnthropicClient",
+    "ArgumentError",
     "BackendError",
     "Candidate",
     "CaseReport",

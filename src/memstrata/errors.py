@@ -6,6 +6,8 @@ boundary with ``raise X(...) from exc`` so callers catch one family::
 
     MemstrataError
     ├── ValidationError      bad input; nothing was stored
+    │   └── ArgumentError    a Python call named an argument the method does not
+    │                        take, or left out one it needs (also a TypeError)
     ├── NotFound             the record, task, key or procedure does not exist
     ├── Conflict             the request contradicts current state (e.g. a
     │                        ledger key already completed with another ref)
@@ -54,6 +56,14 @@ class ValidationError(MemstrataError, ValueError):
     """Input failed schema, size or type checks; nothing was written."""
 
     default_hint = "correct the input the message names and try again; nothing was stored"
+
+
+class ArgumentError(ValidationError, TypeError):
+    """A call to the Python API did not fit the method's signature: an unknown keyword, a
+    missing required argument, too many positional ones. Also a ``TypeError``, which is
+    what Python raises for such a call, so code catching that keeps working."""
+
+    default_hint = "call the method with the arguments its signature names (help(method))"
 
 
 class NotFound(MemstrataError, LookupError):
@@ -122,6 +132,7 @@ class ActivationRefused(MemstrataError):
 __all__ = [
     "AccessDenied",
     "ActivationRefused",
+    "ArgumentError",
     "BackendError",
     "ConfigError",
     "Conflict",

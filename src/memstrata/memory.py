@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .calls import checked_calls
 from .clock import Clock, SystemClock
 from .config import Config
 from .errors import BackendError, MemstrataError, NotFound, ValidationError
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
 HISTORY_BUDGET = 1_000_000
 
 
+@checked_calls
 class Memory:
     """Layered memory for one agent deployment."""
 
@@ -325,6 +327,7 @@ class Memory:
         return self.db.stats()
 
 
+@checked_calls
 class Run:
     """One run of an agent: scratch (discarded on exit), checkpoint, ledger."""
 
@@ -374,6 +377,7 @@ class Run:
         self._open = False
 
 
+@checked_calls
 class RunCheckpoint:
     """``run.checkpoint``: the task checkpoint bound to the run's scope and task."""
 
@@ -397,6 +401,7 @@ class RunCheckpoint:
     current = load
 
 
+@checked_calls
 class RunLedger:
     """``run.ledger``: the ledger bound to the run's scope, stamped with its run id."""
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from backends import StoreProbe
-from memstrata import Memory, Scope, ToolDispatcher, ValidationError
+from memstrata import ArgumentError, Memory, Scope, ToolDispatcher, ValidationError
 
 S = Scope(user="alice", project="docs-site")
 
@@ -97,3 +97,66 @@ def test_the_dispatcher_returns_a_typed_error_dict(mem: Memory, store: StoreProb
         out = tools.dispatch(tool, arguments)
         assert store.counts() == before
     assert out["type"] == "ValidationError" and out["error"] and out["hint"]
+
+
+def misfit_calls(mem: Memory) -> list[tuple[str, Callable[[], Any]]]:
+    """Calls whose arguments do not fit the method: Python itself would raise TypeError."""
+    run = mem.run(S)
+    bad: Any = {"bogus": 1}
+    return [
+        ("recall unknown keyword", lambda: mem.recall(S, "x", **bad)),
+        ("context unknown keyword", lambda: mem.context(S, "t", **bad)),
+        ("forget unknown keyword", lambda: mem.forget(S, "x", **bad)),
+        ("append without text", lambda: mem.episodes.append(S, **{"actor": "user",
+                                                                   "source": "s"})),
+        ("append unknown keyword", lambda: mem.episodes.append(S, text="t", actor="user",
+                                                               source="s", **bad)),
+        ("search too many positional", lambda: mem.episodes.search(*[S, "x", 5, 6, 7])),
+        ("propose unknown keyword", lambda: mem.facts.propose(
+            S, claim="c", kind="preference", subject="alice", attribute="a", actor="user",
+            source="s", **bad)),
+        ("facts.current unknown keyword", lambda: mem.facts.current(S, **bad)),
+        ("checkpoint save no task", lambda: mem.checkpoints.save(*[S], objective="o")),
+        ("ledger begin without intent", lambda: mem.ledger.begin(*[S, "k"])),
+        ("run.log no source", lambda: run.log(*["t"])),
+        ("run.scratch.write no value", lambda: run.scratch.write(*["k"])),
+        ("procedures unknown keyword", lambda: mem.procedures.list(S, **bad)),
+        ("Memory.open unknown keyword", lambda: Memory.open(**bad)),
+    ]
+
+
+def test_a_call_that_does_not_fit_the_signature_is_an_argument_error(
+        mem: Memory, store: StoreProbe) -> None:
+    """An unknown keyword, a missing argument or too many positional ones: an
+    ArgumentError (a ValidationError, and a TypeError as Python raises for such calls) whose
+    hint shows the signature; nothing is written."""
+    before = store.counts()
+    raised = {}
+    for label, call in misfit_calls(mem):
+        try:
+            call()
+        except ArgumentError as exc:
+            ok = isinstance(exc, ValidationError) and isinstance(exc, TypeError)
+            raised[label] = "ArgumentError" if ok and "(" in exc.hint else f"bad: {exc!r}"
+        except Exception as exc:
+            raised[label] = f"{type(exc).__module__}.{type(exc).__name__}: {exc}"
+        else:
+            raised[label] = "accepted"
+    assert raised == {label: "ArgumentError" for label, _ in misfit_calls(mem)}
+    assert store.counts() == {**before, "runs": store.counts().get("runs", 0)}
+
+
+def test_a_type_error_inside_a_fitting_call_is_not_relabelled() -> None:
+    """Only the call's shape is judged: a TypeError the method raises itself stays one."""
+    from memstrata.calls import checked_calls
+
+    @checked_calls
+    class Thing:
+        def act(self, x: int) -> int:
+            return x + "1"  # type: ignore[operator,no-any-return]
+
+    with pytest.raises(TypeError) as raised:
+        Thing().act(1)
+    assert not isinstance(raised.value, ArgumentError)
+    with pytest.raises(ArgumentError, match=r"Thing\.act\(\)"):
+        Thing().act(1, 2)  # type: ignore[call-arg]

@@ -57,14 +57,41 @@ def current_scope() -> Any:
     return cli_config().scope()
 
 
-def open_memory(**kwargs: Any) -> Any:
-    """Open the configured store (--url, $MEMSTRATA_URL, config file, or the embedded default)."""
+def open_memory(*, create: bool = False, **kwargs: Any) -> Any:
+    """Open the configured store (--url, $MEMSTRATA_URL, config file, or the embedded default).
+
+    A SQLite file that does not exist is created only by a command that writes something
+    into it (``create=True``: init, propose, append, save...); any other command refuses it
+    with a ConfigError: a mistyped --url would otherwise show an empty new store as the
+    answer ("nothing to show") and leave the file behind."""
     from ..memory import Memory
 
     ctx = click.get_current_context()
-    mem = Memory.from_config(cli_config(), **kwargs)
+    cfg = cli_config()
+    if not create:
+        _refuse_missing_file(cfg.url)
+    mem = Memory.from_config(cfg, **kwargs)
     ctx.call_on_close(mem.close)
     return mem
+
+
+def _refuse_missing_file(url: str | None) -> None:
+    from ..errors import ConfigError
+    from ..store.engines import resolve_url
+
+    resolved = resolve_url(url)
+    if not resolved.startswith("sqlite:"):
+        return
+    from pathlib import Path
+
+    from ..store.sqlite import url_file
+
+    path, _ = url_file(resolved)
+    if isinstance(path, Path) and not path.exists():
+        raise ConfigError(f"no memstrata store at {path}",
+                          hint="create it with `memstrata init` (or a command that writes, "
+                               "e.g. `memstrata episodes append`), or point --url or "
+                               "$MEMSTRATA_URL at the store you meant")
 
 
 def to_jsonable(obj: Any) -> Any:

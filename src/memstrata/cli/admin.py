@@ -21,7 +21,7 @@ from ._common import (
 @json_option
 def init(as_json: bool) -> None:
     """Create the store (applies migrations) and print where it is."""
-    mem = open_memory(embedder=None)
+    mem = open_memory(create=True, embedder=None)
     stats = mem.stats()
     if as_json:
         emit_json(stats)
@@ -157,7 +157,7 @@ def checkpoint_save(as_json: bool, task: str, objective: str | None, next_action
                          ("plan", plan), ("source_refs", source_refs)):
         if values:
             fields[name] = list(values)
-    mem = open_memory()  # the configured embedder: a version gets its vector when saved
+    mem = open_memory(create=True)  # the configured embedder: a version gets its vector when saved
     cp = mem.checkpoints.save(current_scope(), task, by="cli", **fields)
     if as_json:
         emit_json(cp)

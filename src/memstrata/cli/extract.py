@@ -62,7 +62,7 @@ def extract_cmd(as_json: bool, transcript: str, llm_spec: str | None, judge_name
         judge = RuleJudge()
     elif judge_name == "llm":
         judge = LLMJudge(client)
-    mem = open_memory()
+    mem = open_memory(create=True)
     report = mem.extract(current_scope(), messages, proposer, source=source, task=task,
                          judge=judge, strict=not lenient)
     if as_json:

@@ -11,20 +11,10 @@ import getpass
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
-from ._common import cli_config, emit_json, json_option, store_options, table
-
-
-def _open(cfg: Any, **overrides: Any) -> Any:
-    from ..memory import Memory
-
-    mem = Memory.from_config(cfg, **overrides)
-    click.get_current_context().call_on_close(mem.close)
-    return mem
-
+from ._common import cli_config, emit_json, json_option, open_memory, store_options, table
 
 # -- mcp ----------------------------------------------------------------------
 
@@ -55,7 +45,7 @@ def mcp(task: str | None, use_http: bool, port: int, actor: str) -> None:
     from ..interfaces.mcp_server import build_server, serve_http, serve_stdio
 
     cfg = cli_config()
-    mem = _open(cfg)
+    mem = open_memory(create=True)
     server = build_server(mem, cfg.scope(), task=task, actor=actor)
     if use_http:
         click.echo(f"memstrata MCP on http://127.0.0.1:{port}/mcp for {cfg.scope()}", err=True)
@@ -105,7 +95,7 @@ def export_cmd(as_json: bool, directory: Path, force: bool) -> None:
     from ..interfaces.memory_files import export_markdown
 
     cfg = cli_config()
-    mem = _open(cfg, embedder=None)
+    mem = open_memory(embedder=None)
     report = export_markdown(mem, cfg.scope(), directory, overwrite=force)
     if as_json:
         emit_json({"directory": str(report.directory), "counts": report.counts,
@@ -140,7 +130,7 @@ def import_cmd(as_json: bool, directory: Path, trust: bool, reviewer: str | None
     from ..interfaces.memory_files import import_markdown
 
     cfg = cli_config()
-    mem = _open(cfg)
+    mem = open_memory(create=True)
     if trust and not reviewer:
         reviewer = getpass.getuser()
     with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(),

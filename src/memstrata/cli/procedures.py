@@ -35,7 +35,7 @@ def procedures_add(as_json: bool, file: Path, proposed_by: str | None) -> None:
     """Propose the procedure in FILE.yaml as a new version (status: proposed)."""
     from ..layers.procedure_model import load_procedure, run_cases
 
-    mem = open_memory(embedder=None)
+    mem = open_memory(create=True, embedder=None)
     proc = mem.procedures.propose(load_procedure(file), scope=current_scope(),
                                   proposed_by=proposed_by)
     report = run_cases(proc)

@@ -90,7 +90,7 @@ def facts_propose(as_json: bool, claim: str, kind: str, subject: str, attribute:
                   actor: str, source: str, confidence: float, tier: str, evidence: str | None,
                   expires_at: str | None, readers: tuple[str, ...]) -> None:
     """Propose a fact; the write policy decides (committed, superseding, pending...)."""
-    mem = open_memory()
+    mem = open_memory(create=True)
     res = mem.facts.propose(current_scope(), claim=claim, kind=kind, subject=subject,
                             attribute=attribute, actor=actor, source=source,
                             confidence=confidence, tier=tier, evidence=evidence,
@@ -291,7 +291,7 @@ def episodes_append(as_json: bool, text: str, event: str, actor: str, source: st
                     observed_at: str | None, outcome: str | None, supersedes: str | None,
                     expires_at: str | None, subject: str | None, thread: str | None) -> None:
     """Append one episode (append-only; corrections supersede)."""
-    mem = open_memory()
+    mem = open_memory(create=True)
     ep = mem.episodes.append(current_scope(), text=text, event=event, actor=actor,
                              source=source, observed_at=observed_at, outcome=outcome,
                              supersedes=supersedes, expires_at=expires_at, subject=subject,

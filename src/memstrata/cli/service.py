@@ -70,7 +70,7 @@ def serve(host: str, port: int, max_body: int, rate: int, no_mcp: bool, no_inspe
     from ..interfaces.service.keys import KeyStore
 
     cfg = cli_config()
-    mem = open_memory()
+    mem = open_memory(create=True)
     tenant = cfg.scope().tenant
     app = build_app(mem, ServiceConfig(max_body=max_body, rate_per_minute=rate,
                                        mcp=not no_mcp, inspector=not no_inspector))
@@ -119,7 +119,7 @@ def keys_create(role: str, users: str | None, projects: str | None, principal: s
     from ..interfaces.service.keys import KeyStore
 
     scope = cli_config().scope()
-    mem = open_memory(embedder=None)
+    mem = open_memory(create=True, embedder=None)
 
     def names(given: str | None, default: str | None) -> list[str] | None:
         if given:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
+from ..calls import checked_calls
 from ..inputs import MAX_SOURCE, clean_text
 from ..models import (
     DEFAULT_CONFIDENCE,
@@ -142,6 +143,7 @@ class PolicyConfig:
     dedup_cosine: float = 0.9
 
 
+@checked_calls
 class WritePolicy:
     """Judges candidates; shared by the API, CLI, MCP server, extraction and import."""
 

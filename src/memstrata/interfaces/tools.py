@@ -59,6 +59,7 @@ from ..arguments import (
     SearchHistoryArgs,
     ToolArgs,
 )
+from ..calls import checked_calls
 from ..errors import MemstrataError, ValidationError
 from ..layers.episodes import EpisodeInput, run_thread
 from ..models import (
@@ -560,6 +561,7 @@ def _argument_error(tool: ToolDef, exc: pydantic.ValidationError,
             "type": "ValidationError"}
 
 
+@checked_calls
 class ToolDispatcher:
     """Routes tool calls to the library within one fixed scope and one run.
 

@@ -59,6 +59,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ..calls import checked_calls
 from ..errors import ProviderError, ValidationError
 from ..providers.llm import LLMClient
 from ..tokens import (
@@ -324,6 +325,7 @@ def cap_text(text: str, cap: int, unit: str = "tokens") -> str:
     return truncate_to_tokens(text, kept) + marker
 
 
+@checked_calls
 class Transcript:
     """An agent's message list kept under a token budget; see the module docstring."""
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from ..calls import checked_calls
 from ..clock import Clock, from_text
 from ..errors import NotFound, ValidationError
 from ..governance.safety import identifier_arg, redact_secrets, screened_arg
@@ -97,6 +98,7 @@ _IS_LATEST = ("r.version = (SELECT max(v.version) FROM checkpoints v WHERE v.ten
               "AND v.scope_key = r.scope_key AND v.task = r.task)")
 
 
+@checked_calls
 class Checkpoints:
     """The checkpoint layer; reached as ``mem.checkpoints`` and ``run.checkpoint``."""
 

@@ -46,6 +46,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ..calls import checked_calls
 from ..clock import Clock, from_text
 from ..errors import ConfigError, NotFound, ValidationError
 from ..governance.policy import WritePolicy
@@ -199,6 +200,7 @@ HistorySearch = Callable[[Scope, str, int, datetime | None, datetime | None, str
                          list[Hit]]
 
 
+@checked_calls
 class Episodes:
     """The episodic layer; reached as ``mem.episodes``."""
 

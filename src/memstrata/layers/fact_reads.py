@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..calls import checked_calls
 from ..clock import Clock, from_text
 from ..errors import NotFound
 from ..inputs import MAX_NAME, bool_arg, int_arg, record_id_arg, text_arg
@@ -80,6 +81,7 @@ def fact_from_row(row: Row, now: datetime | None = None) -> Fact:
     )
 
 
+@checked_calls
 class FactReads:
     """Reads of the ``facts`` table (mixed into :class:`memstrata.layers.facts.Facts`)."""
 

@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..calls import checked_calls
 from ..clock import Clock
 from ..errors import Conflict, ValidationError
 from ..governance.policy import Candidate, Verdict, WritePolicy, normalise_claim
@@ -92,6 +93,7 @@ def _near_note(similar: Sequence[tuple[str, float]]) -> str:
     return f"; stored in its own slot, near {named}: merge them if they say the same"
 
 
+@checked_calls
 class Facts(FactReads):
     """The durable-fact layer; reached as ``mem.facts``."""
 

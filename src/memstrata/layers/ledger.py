@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
+from ..calls import checked_calls
 from ..clock import Clock, from_text
 from ..errors import Conflict, NotFound, ValidationError
 from ..governance.safety import redact_secrets, refuse_secret
@@ -54,6 +55,7 @@ def operation_from_row(row: Row, resumed: bool = False) -> Operation:
     )
 
 
+@checked_calls
 class Ledger:
     """The ledger layer; reached as ``mem.ledger`` and ``run.ledger``."""
 

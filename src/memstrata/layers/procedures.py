@@ -42,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..calls import checked_calls
 from ..clock import Clock, from_text
 from ..errors import AccessDenied, ActivationRefused, Conflict, NotFound, ValidationError
 from ..governance.safety import redact_value, refuse_secret
@@ -97,6 +98,7 @@ def procedure_from_row(row: Row) -> Procedure:
     })
 
 
+@checked_calls
 class Procedures:
     """The procedures layer; reached as ``mem.procedures``."""
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..calls import checked_calls
 from ..clock import Clock
 from ..errors import AccessDenied, Conflict, ValidationError
 from ..governance.policy import Candidate
@@ -28,6 +29,7 @@ from .facts import Facts
 from .indexing import RecordIndex
 
 
+@checked_calls
 class Review:
     """The review queue; reached as ``mem.review``."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..calls import checked_calls
 from ..clock import Clock
 from ..governance.safety import identifier_arg
 from ..inputs import MAX_NAME
@@ -28,6 +29,7 @@ def run_id_arg(run_id: Any) -> str:
     ``MAX_NAME`` characters that holds no secret."""
     return identifier_arg(run_id, "run_id", max_len=MAX_NAME)
 
+@checked_calls
 class Runs:
     """The run log."""
 

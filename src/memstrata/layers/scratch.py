@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..calls import checked_calls
 from ..clock import Clock
 from ..errors import ValidationError
 from ..governance.safety import identifier_arg, redact_secrets, redact_value
@@ -176,6 +177,7 @@ def _prefix(prefix: Any) -> str:
     return prefix
 
 
+@checked_calls
 class Scratch:
     """The scratchpad of one run; reached as ``run.scratch``."""
 

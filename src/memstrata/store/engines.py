@@ -4,7 +4,8 @@
 default ``sqlite:///$MEMSTRATA_HOME/memory.db``) and calls the factory registered for its
 scheme. The built-in engines (``sqlite``; ``postgresql``/``postgres``) are registered
 through :func:`register_engine`, the hook a third-party engine uses too, so the seam is
-exercised every day. Factories import their driver lazily: a missing extra is a
+exercised every day. An option the engine's factory does not take is an
+:class:`~memstrata.errors.ArgumentError`. Factories import their driver lazily: a missing extra is a
 :class:`~memstrata.errors.ConfigError` naming what to install, never an ImportError.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ArgumentError, ConfigError, MemstrataError
 from .base import Database
 
 EngineFactory = Callable[..., Database]
@@ -75,7 +76,17 @@ def open_database(url: str | os.PathLike[str] | None = None, **options: Any) -> 
                  + "".join(f", {s}://..." for s in engine_schemes()
                            if s not in ("sqlite", "postgresql", "postgres")),
         )
-    return factory(resolved, **options)
+    try:
+        return factory(resolved, **options)
+    except TypeError as exc:  # an option the engine does not take: the caller's mistake
+        unknown = [k for k in options if repr(k) in str(exc)]
+        if not unknown or isinstance(exc, MemstrataError):
+            raise
+        raise ArgumentError(f"the {scheme}:// engine takes no option {unknown[0]!r}",
+                            hint="pass only the options Memory.open and the engine name "
+                                 "(help(Memory.open); SQLite: synchronous, busy_timeout_ms; "
+                                 "PostgreSQL: min_size, max_size, migrate, app_role, "
+                                 "timeout)") from None
 
 
 def _sqlite(url: str, **options: Any) -> Database:

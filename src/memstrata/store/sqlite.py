@@ -85,6 +85,22 @@ def _adapt(params: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def url_file(url: str) -> tuple[Path | str, str]:
+    """The file a ``sqlite:`` URL names (``":memory:"`` for none) and its query string:
+    ``sqlite:///abs/path``, ``sqlite:////abs/path``, ``sqlite:///~/path``,
+    ``sqlite://relative/path``, ``sqlite:///:memory:``."""
+    path = url.split("://", 1)[1] if "://" in url else url.removeprefix("sqlite:")
+    path, _, query = path.partition("?")
+    if path in ("/:memory:", ":memory:"):
+        return ":memory:", query
+    if path.startswith(("//", "/~")):
+        # sqlite:////abs/path (SQLAlchemy style); sqlite:///~/path (home, not "/~")
+        path = path[1:]
+    if not path:
+        raise ConfigError(f"no file path in {url!r}", hint="sqlite:///path/memory.db")
+    return Path(path).expanduser(), query
+
+
 class SQLiteDatabase:
     """One SQLite file shared safely by threads and processes."""
 
@@ -128,21 +144,12 @@ class SQLiteDatabase:
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteDatabase:
-        # sqlite:///abs/path, sqlite:///:memory:, sqlite://relative/path
-        path = url.split("://", 1)[1] if "://" in url else url.removeprefix("sqlite:")
-        path, _, query = path.partition("?")
-        if path == "/:memory:":
-            path = ":memory:"
-        elif path.startswith(("//", "/~")):
-            # sqlite:////abs/path (SQLAlchemy style); sqlite:///~/path (home, not "/~")
-            path = path[1:]
+        path, query = url_file(url)
         for part in filter(None, query.split("&")):
             k, _, v = part.partition("=")
             if k == "synchronous":
                 options.setdefault("synchronous", v)
-        if not path:
-            raise ConfigError(f"no file path in {url!r}", hint="sqlite:///path/memory.db")
-        return cls(Path(path).expanduser() if path != ":memory:" else path, **options)
+        return cls(path, **options)
 
     # -- migrations -----------------------------------------------------
     def _migrate(self) -> None:
@@ -384,4 +391,4 @@ class SQLiteDatabase:
                 pass
 
 
-__all__ = ["COMMON_TERM_DOCS", "LARGE_INDEX_ROWS", "SQLiteDatabase"]
+__all__ = ["COMMON_TERM_DOCS", "LARGE_INDEX_ROWS", "SQLiteDatabase", "url_file"]
