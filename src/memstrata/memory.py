@@ -297,13 +297,16 @@ class Memory:
         return _sweep(self.db, self.clock, self.facts, self.episodes, self.scratch_store,
                       self.index.vectors)
 
-    def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+    def reindex(self, progress: Callable[[int, int], None] | None = None, *,
+                missing: bool = False) -> int:
         """Re-embed every fact, episode and checkpoint version with the current embedder
         (after a model change), and rewrite the lexical entries of the threads that hold a
         restricted or expiring turn (:meth:`Episodes.rebuild_restricted_threads`); returns
-        how many records were embedded."""
+        how many records were embedded. With ``missing``, embed only the records that have
+        no vector (written while the store was opened without an embedder: ``doctor``
+        reports them) and keep the rest."""
         total = _reindex(self.index, [self.facts, self.episodes, self.checkpoints],
-                         progress=progress)
+                         progress=progress, missing=missing)
         rewritten: list[str] = []
         try:
             for tenant in self.db.tenants():

@@ -3,6 +3,8 @@ through the engine's own transactions, and refused by the database."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from backends import StoreProbe
@@ -110,3 +112,45 @@ def test_a_process_refuses_vectors_once_another_re_embedded_the_store(
     again = open_store(store_url, scratch_url, clock, HashingEmbedder(dims=32))
     assert again.doctor() == [] and len(again.episodes.log(alice)) == 1
     again.close()
+
+
+def test_records_written_without_an_embedder_are_reported_and_mended(
+        store_url: str, scratch_url: str | None, clock: ManualClock, alice: Scope,
+        minilm: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A store with vectors, opened without an embedder: a record written then gets no
+    vector, which the write says once; doctor counts it per table; reindex(missing=True)
+    embeds exactly those records, keeps the others' vectors, and semantic search finds it."""
+    from backends import open_store
+    from memstrata.layers import indexing
+
+    embedded = open_store(store_url, scratch_url, clock, minilm)
+    embedded.episodes.append(alice, text="the deploy failed because of a stale cache",
+                             source="ci:1", actor="tool")
+    embedded.checkpoints.save(alice, "release", objective="ship the notes")
+    assert embedded.doctor() == []
+    embedded.close()
+    indexing._SAID.discard("unembedded")
+    plain = open_store(store_url, scratch_url, clock)
+    with caplog.at_level("WARNING", logger="memstrata"):
+        plain.episodes.append(alice, text="Alice adopted a golden retriever puppy named "
+                              "Biscuit", source="chat:2", actor="user")
+        plain.facts.propose(alice, claim="Alice's dog is called Biscuit", kind="profile",
+                            subject="alice", attribute="dog_name", actor="user",
+                            source="chat:2")
+        plain.episodes.append(alice, text="Biscuit chewed a shoe", source="chat:3",
+                              actor="user")
+    said = [r for r in caplog.records if "opened without an embedder" in r.getMessage()]
+    assert len(said) == 1 and "reindex --missing" in said[0].getMessage()
+    problems = plain.doctor()
+    assert len(problems) == 1 and "1 facts, 2 episodes" in problems[0], problems
+    plain.close()
+    mended = open_store(store_url, scratch_url, clock, minilm)
+    query = "what pet does she have? a dog"
+    assert not any("Biscuit" in h.excerpt
+                   for h in mended.recall(alice, query, layers=["episodes"], k=5).items)
+    assert mended.reindex(missing=True) == 3
+    assert mended.doctor() == []
+    assert mended.reindex(missing=True) == 0  # nothing left; the others were kept
+    hits = mended.recall(alice, query, layers=["episodes"], k=5).items
+    assert hits and "golden retriever" in hits[0].excerpt
+    mended.close()

@@ -300,9 +300,12 @@ def get(as_json: bool, ref: str) -> None:
 @store_options
 @json_option
 @click.option("--embedder", default=None, help="Embedder spec (default: the configured one).")
-def reindex(as_json: bool, embedder: str | None) -> None:
+@click.option("--missing", is_flag=True,
+              help="Embed only the records that have no vector (written while the store was "
+                   "opened without an embedder; `memstrata doctor` counts them).")
+def reindex(as_json: bool, embedder: str | None, missing: bool) -> None:
     """Re-embed every fact, episode and checkpoint version (after changing the embedding
-    model)."""
+    model), or with --missing only those without a vector."""
     from ..errors import ConfigError
     from .bench import _progress
 
@@ -312,11 +315,14 @@ def reindex(as_json: bool, embedder: str | None) -> None:
                           hint="install memstrata[embeddings] or pass --embedder minilm")
     bar, update = _progress()
     with bar:
-        total = mem.reindex(progress=lambda done, n: update("re-embedding", done, n))
+        total = mem.reindex(progress=lambda done, n: update("re-embedding", done, n),
+                            missing=missing)
     if as_json:
-        emit_json({"reindexed": total, "model": mem.embedder.model_name})
+        emit_json({"reindexed": total, "model": mem.embedder.model_name, "missing": missing})
     else:
-        click.echo(f"re-embedded {total} records with {mem.embedder.model_name}")
+        click.echo(f"{'embedded' if missing else 're-embedded'} {total} "
+                   f"{'records without a vector' if missing else 'records'} with "
+                   f"{mem.embedder.model_name}")
 
 
 def register(group: click.Group) -> None:

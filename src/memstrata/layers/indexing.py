@@ -12,6 +12,7 @@ versions) in every tenant with the current embedder: driven from here, over the 
 layer defines, while the engine's
 :class:`~memstrata.store.base.VectorIndex` only clears and stores vectors. It clears each
 tenant and then stores the new vectors in batches (embedding never holds the write lock),
+or, with ``missing=True``, embeds only the records that have no vector,
 each its own transaction: a failure after the first clear raises a BackendError saying
 what was done (``details["done"]``: the tenants cleared, the records re-embedded so far);
 running the reindex again starts over and completes it.
@@ -19,12 +20,14 @@ running the reindex again starts over and completes it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BackendError, MemstrataError
 from ..store.base import Database, Tx, VectorIndex
+from ..store.sql import without_vector_sql
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,17 +101,35 @@ class RecordIndex:
         """Write the lexical entries and (when given) the vectors of ``entries``."""
         for e in entries:
             self.db.index_text(tx, table, e.record_id, tenant, e.text, e.context)
-        index = self.vectors
-        if index is not None and vectors is not None:
-            index.add(tx, table, tenant, [e.record_id for e in entries], vectors)
+        self.write_vectors(tx, table, tenant, [e.record_id for e in entries], vectors)
 
     def write_vectors(self, tx: Tx, table: str, tenant: str, ids: Sequence[str],
                       vectors: Any) -> None:
         """Write only vectors (a layer matched in words without a lexical index: checkpoint
-        versions); nothing without an embedder."""
+        versions); nothing without an embedder, which is said once per process when the
+        tenant has vectors (these records will lack one: :func:`_unembedded_write`)."""
         index = self.vectors
         if index is not None and vectors is not None:
             index.add(tx, table, tenant, ids, vectors)
+        elif self.embedder is None and ids and "unembedded" not in _SAID:
+            _unembedded_write(tx, tenant)
+
+
+#: What this process has said once (:func:`_unembedded_write`).
+_SAID: set[str] = set()
+
+
+def _unembedded_write(tx: Tx, tenant: str) -> None:
+    """A record is written without an embedder into a tenant that searches by vectors: say
+    once per process that it gets none, so semantic search misses it, and what mends it."""
+    if tx.one("SELECT 1 AS x FROM vectors WHERE tenant = ? LIMIT 1", (tenant,)) is None:
+        return
+    _SAID.add("unembedded")
+    logging.getLogger("memstrata").warning(
+        "memstrata: this store has vectors, but it was opened without an embedder: records "
+        "written now get no vector and semantic search misses them; open it with its "
+        "embedder, or run `memstrata reindex --missing` afterwards (`memstrata doctor` "
+        "counts them)")
 
     def drop_vectors(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
         """Delete the vectors of these records, whatever model made them: for a record whose
@@ -129,8 +150,12 @@ class Embeddable(Protocol):
 
 
 def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
-            progress: Callable[[int, int], None] | None = None, batch: int = 256) -> int:
-    """Re-embed every record of ``layers`` in every tenant; returns how many."""
+            progress: Callable[[int, int], None] | None = None, batch: int = 256,
+            missing: bool = False) -> int:
+    """Re-embed every record of ``layers`` in every tenant; returns how many. With
+    ``missing``, embed only the records that have no vector
+    (:func:`~memstrata.store.sql.without_vector_sql`) and keep the others: the vectors
+    there must be this embedder's (the engine refuses another model's, ConfigError)."""
     vectors = index.vectors
     if vectors is None:
         from ..errors import ConfigError
@@ -141,16 +166,22 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
     work: list[tuple[str, str, str, str]] = []
     tenants = db.tenants()
     for tenant in tenants:
-        with db.transaction(tenant, write=False) as tx:
+        # with missing: a write transaction, as the model is recorded on first use
+        with db.transaction(tenant, write=missing) as tx:
+            if missing:
+                vectors.check_model(tx)  # another model's vectors: a full reindex
             for layer in layers:
+                lacking = {r["id"] for r in tx.all(without_vector_sql(layer.table),
+                                                   (tenant,))} if missing else None
                 work += [(layer.table, tenant, rid, text)
-                         for rid, text in layer.embed_items(tx, tenant)]
+                         for rid, text in layer.embed_items(tx, tenant)
+                         if lacking is None or rid in lacking]
     total, done = len(work), 0
     cleared: list[str] = []
     try:
         # every tenant is cleared before the first new vector: an engine that records one
         # model per file (SQLite) must not see old vectors beside new ones
-        for tenant in tenants:
+        for tenant in tenants if not missing else ():
             with db.transaction(tenant) as tx:
                 vectors.clear(tx, tenant)
             cleared.append(tenant)
@@ -168,10 +199,11 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
             if progress:
                 progress(done, total)
     except MemstrataError as exc:
-        if not cleared:
+        if not cleared and not done:
             raise
         raise BackendError(f"the reindex stopped after re-embedding {done} of {total} "
-                           f"records: {exc}", hint="run the reindex again (it starts over)",
+                           f"records: {exc}", hint="run the reindex again (it starts over; "
+                           "with missing=True it goes on where it stopped)",
                            done={"cleared": cleared, "embedded": done, "total": total}) from exc
     finally:
         vectors.invalidate()  # whatever happened, what this process cached may be gone

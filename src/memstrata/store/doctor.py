@@ -4,8 +4,10 @@
 (SQLite ``integrity_check`` and the FTS5 integrity check, full-text rows against base rows;
 on PostgreSQL the migrations, forced row-level security and full-text rows), then, tenant
 by tenant: one current fact per slot, no orphan history (supersession links that point
-nowhere or disagree), no orphan vectors, and no scratch entry past its expiry that a sweep
-should have removed (entries in Redis expire by themselves). Doctor only reads.
+nowhere or disagree), no orphan vectors, no record without a vector in a tenant that has
+vectors (:func:`~memstrata.store.sql.without_vector_sql`), and no scratch entry past its
+expiry that a sweep should have removed (entries in Redis expire by themselves). Doctor
+only reads.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from .base import Database
-from .sql import checkpoint_vector_id_sql
+from .sql import checkpoint_vector_id_sql, without_vector_sql
+
+#: The tables whose records each get a vector when the store is opened with an embedder.
+VECTOR_TABLES = ("facts", "episodes", "checkpoints")
 
 
 def verify(db: Database, now: datetime) -> list[str]:
@@ -64,6 +69,16 @@ def _verify_tenant(db: Database, tenant: str, now: datetime) -> list[str]:
         if orphan_vectors and orphan_vectors["n"]:
             problems.append(f"{orphan_vectors['n']} vectors belong to no record "
                             f"(tenant {tenant})")
+        if tx.one("SELECT 1 AS x FROM vectors WHERE tenant = ? LIMIT 1", (tenant,)):
+            # the tenant searches by vectors: a record without one is missed by that search
+            missing = {t: int(tx.one(f"SELECT count(*) AS n FROM ({without_vector_sql(t)}) m",
+                                     (tenant,))["n"]) for t in VECTOR_TABLES}
+            if any(missing.values()):
+                problems.append(
+                    "records without a vector (written while the store was opened without "
+                    f"an embedder; semantic search misses them), tenant {tenant}: " +
+                    ", ".join(f"{n} {t}" for t, n in missing.items() if n) +
+                    ": run `memstrata reindex --missing`")
         expired = tx.one("SELECT count(*) AS n FROM scratch WHERE tenant = ? AND "
                          "expires_at <= ?", (tenant, now))
         if expired and expired["n"]:

@@ -65,5 +65,15 @@ def checkpoint_vector_id_sql(alias: str) -> str:
             f"|| ':' || {a}.scope_key)")
 
 
+def without_vector_sql(table: str) -> str:
+    """A query of the vector ids (``id``) of the records of ``table`` (``facts``,
+    ``episodes``, ``checkpoints``) of one tenant (the one parameter) that have no vector of
+    any model: written while the store was opened without an embedder, or left without one
+    when a forgotten neighbour's line took it (:meth:`RecordIndex.drop_vectors`)."""
+    ident = checkpoint_vector_id_sql("r") if table == "checkpoints" else "r.id"
+    return (f"SELECT {ident} AS id FROM {table} r WHERE r.tenant = ? AND NOT EXISTS "
+            f"(SELECT 1 FROM vectors v WHERE v.tenant = r.tenant AND v.record_id = {ident})")
+
+
 __all__ = ["CHUNK", "checkpoint_vector_id", "checkpoint_vector_id_sql", "chunks",
-           "contains_sql", "like_param", "marks", "prefix_param"]
+           "contains_sql", "like_param", "marks", "prefix_param", "without_vector_sql"]
