@@ -114,6 +114,13 @@ class RecordIndex:
         elif self.embedder is None and ids and "unembedded" not in _SAID:
             _unembedded_write(tx, tenant)
 
+    def drop_vectors(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
+        """Delete the vectors of these records, whatever model made them: for a record whose
+        vector was made from text that is gone (a forgotten or expired neighbour's line)
+        when there is no embedder to make it again. It is found by its words until a
+        ``reindex`` gives it a vector (``doctor`` counts it)."""
+        self.db.delete_vectors(tx, tenant, ids)
+
 
 #: What this process has said once (:func:`_unembedded_write`).
 _SAID: set[str] = set()
@@ -130,13 +137,6 @@ def _unembedded_write(tx: Tx, tenant: str) -> None:
         "written now get no vector and semantic search misses them; open it with its "
         "embedder, or run `memstrata reindex --missing` afterwards (`memstrata doctor` "
         "counts them)")
-
-    def drop_vectors(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
-        """Delete the vectors of these records, whatever model made them: for a record whose
-        vector was made from text that is gone (a forgotten or expired neighbour's line)
-        when there is no embedder to make it again. It is found by its words until a
-        ``reindex`` gives it a vector."""
-        self.db.delete_vectors(tx, tenant, ids)
 
 
 class Embeddable(Protocol):

@@ -13,6 +13,7 @@ only reads.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from .base import Database
 from .sql import checkpoint_vector_id_sql, without_vector_sql
@@ -71,8 +72,9 @@ def _verify_tenant(db: Database, tenant: str, now: datetime) -> list[str]:
                             f"(tenant {tenant})")
         if tx.one("SELECT 1 AS x FROM vectors WHERE tenant = ? LIMIT 1", (tenant,)):
             # the tenant searches by vectors: a record without one is missed by that search
-            missing = {t: int(tx.one(f"SELECT count(*) AS n FROM ({without_vector_sql(t)}) m",
-                                     (tenant,))["n"]) for t in VECTOR_TABLES}
+            missing = {t: _count(tx.one(f"SELECT count(*) AS n FROM "
+                                        f"({without_vector_sql(t)}) m", (tenant,)))
+                       for t in VECTOR_TABLES}
             if any(missing.values()):
                 problems.append(
                     "records without a vector (written while the store was opened without "
@@ -85,6 +87,10 @@ def _verify_tenant(db: Database, tenant: str, now: datetime) -> list[str]:
             problems.append(f"{expired['n']} scratch entries of tenant {tenant} are past their "
                             "expiry but still stored: run `memstrata sweep`")
     return problems
+
+
+def _count(row: dict[str, Any] | None) -> int:
+    return int(row["n"]) if row else 0
 
 
 __all__ = ["verify"]
