@@ -123,9 +123,10 @@ def test_a_relative_store_path_is_opened_in_the_working_directory(
 
 
 def test_a_command_that_only_reads_never_creates_a_missing_store(tmp_path: Path) -> None:
-    """A mistyped --url (or a store never set up) is an error that says how to create it,
+    """A mistyped --url or $MEMSTRATA_URL is an error that says how to create the store,
     not an empty new store shown as the answer; no file is left behind. A command that
-    writes creates the store, and the reads then work."""
+    writes creates the store, and the reads then work. The default store under the home is
+    created by any command, as on a fresh install."""
     runner = CliRunner()
     env = {"MEMSTRATA_HOME": str(tmp_path / "home"), "MEMSTRATA_URL": None,
            "MEMSTRATA_USER": None, "MEMSTRATA_EMBEDDER": "none"}
@@ -136,17 +137,18 @@ def test_a_command_that_only_reads_never_creates_a_missing_store(tmp_path: Path)
              ["get", "fact:abc"], ["checkpoint", "show", "t"], ["sweep"], ["reindex"],
              ["export", "--markdown", str(tmp_path / "md")])
     for args in reads:
-        for where in (["--url", str(typo)], []):  # named, and the default under the home
-            out = runner.invoke(cli, [*args, *where], env=env)
+        for where in (["--url", str(typo)], {"MEMSTRATA_URL": str(typo)}):  # flag, env
+            out = runner.invoke(cli, [*args, *(where if isinstance(where, list) else [])],
+                                env={**env, **(where if isinstance(where, dict) else {})})
             assert out.exit_code != 0, (args, where, out.output)
             assert "no memstrata store at" in out.output and "memstrata init" in out.output
-    assert not typo.exists() and not (tmp_path / "home" / "memory.db").exists()
-    assert not (tmp_path / "md").exists()
+    assert not typo.exists() and not (tmp_path / "md").exists()
+    # the default store under the home is the product's own: a fresh install reads it empty
+    fresh = runner.invoke(cli, ["facts", "list", "--user", "a", "--json"], env=env)
+    assert fresh.exit_code == 0 and json.loads(fresh.stdout) == []
     wrote = runner.invoke(cli, ["episodes", "append", "deploy went fine", "--actor", "user",
                                 "--source", "ci:1", "--user", "a", "--url", str(typo)], env=env)
     assert wrote.exit_code == 0, wrote.output
     found = runner.invoke(cli, ["recall", "deploy", "--user", "a", "--url", str(typo),
                                 "--json"], env=env)
     assert found.exit_code == 0 and "deploy went fine" in found.output
-    assert runner.invoke(cli, ["init"], env=env).exit_code == 0
-    assert runner.invoke(cli, ["stats"], env=env).exit_code == 0

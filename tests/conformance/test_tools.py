@@ -9,14 +9,8 @@ import jsonschema
 import pytest
 
 from memstrata import ManualClock, Memory, Scope
-from memstrata.interfaces.tools import (
-    SCOPE_WORDS,
-    TOOLS,
-    ToolDispatcher,
-    anthropic_tools,
-    openai_tools,
-    tool_definitions,
-)
+from memstrata.interfaces.tool_schemas import anthropic_tools, openai_tools, tool_definitions
+from memstrata.interfaces.tools import SCOPE_WORDS, TOOLS, ToolDispatcher
 
 EXPECTED = {
     "get_current_task", "save_checkpoint", "get_durable_records", "search_history", "recall",
@@ -311,7 +305,7 @@ def strict_violations(schema: Any, path: str = "$") -> list[str]:
 
 
 def test_the_strict_openai_renderings_pass_strict_mode_rules() -> None:
-    from memstrata.interfaces.tools import openai_responses_tools
+    from memstrata.interfaces.tool_schemas import openai_responses_tools
 
     loose = openai_tools()
     assert sum(len(strict_violations(t["function"]["parameters"])) for t in loose) > 0

@@ -60,15 +60,17 @@ def current_scope() -> Any:
 def open_memory(*, create: bool = False, **kwargs: Any) -> Any:
     """Open the configured store (--url, $MEMSTRATA_URL, config file, or the embedded default).
 
-    A SQLite file that does not exist is created only by a command that writes something
-    into it (``create=True``: init, propose, append, save...); any other command refuses it
-    with a ConfigError: a mistyped --url would otherwise show an empty new store as the
-    answer ("nothing to show") and leave the file behind."""
+    A SQLite file named by --url, ``$MEMSTRATA_URL`` or the config file that does not
+    exist is created only by a command that writes something into it (``create=True``:
+    init, propose, append, save...); any other command refuses it with a ConfigError: a
+    mistyped URL would otherwise show an empty new store as the answer ("nothing to show")
+    and leave the file behind. The default store under ``$MEMSTRATA_HOME`` is created on
+    first use by any command (a fresh install's memory is empty, truly)."""
     from ..memory import Memory
 
     ctx = click.get_current_context()
     cfg = cli_config()
-    if not create:
+    if not create and cfg.sources.get("url", "default") != "default":
         _refuse_missing_file(cfg.url)
     mem = Memory.from_config(cfg, **kwargs)
     ctx.call_on_close(mem.close)

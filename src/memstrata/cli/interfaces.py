@@ -66,7 +66,7 @@ def mcp(task: str | None, use_http: bool, port: int, actor: str) -> None:
                    "by default).")
 def tools_cmd(fmt: str, strict: bool) -> None:
     """Print the memory tools' JSON schemas for OpenAI or Anthropic function calling."""
-    from ..interfaces.tools import (
+    from ..interfaces.tool_schemas import (
         anthropic_tools,
         openai_responses_tools,
         openai_tools,

@@ -1,4 +1,5 @@
-"""The JSON schemas of what each tool returns (MCP ``outputSchema``).
+"""The JSON schemas of what each tool returns (MCP ``outputSchema``), and the tidying of
+the argument schemas pydantic generates (:func:`tidy_schema`).
 
 Contract: :data:`RESULT_SCHEMAS` has one schema per tool of
 :data:`memstrata.interfaces.tools.TOOLS`, describing the dict its handler returns on success
@@ -17,6 +18,33 @@ NSTR: dict[str, Any] = {"type": ["string", "null"]}
 INT: dict[str, Any] = {"type": "integer"}
 BOOL: dict[str, Any] = {"type": "boolean"}
 STRS: dict[str, Any] = {"type": "array", "items": STR}
+
+
+def tidy_schema(schema: Any) -> Any:
+    """Drop pydantic's titles and collapse ``X | None`` to ``X`` (None is the default)."""
+    if isinstance(schema, list):
+        return [tidy_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: tidy_schema(prop) for name, prop in value.items()}
+        else:
+            out[key] = tidy_schema(value)
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = next(o for o in options if o != {"type": "null"})
+        del out["anyOf"]
+        if "default" in out and out["default"] is None:
+            del out["default"]
+        out = {**other, **out}
+    if out.get("type") == "object":
+        out.setdefault("properties", {})
+        out["additionalProperties"] = False
+    return out
 
 
 def obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -66,4 +94,4 @@ RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
     "retire_fact": obj({"retired": STR, "status": STR}),
 }
 
-__all__ = ["FACT", "HIT", "RESULT_SCHEMAS"]
+__all__ = ["FACT", "HIT", "RESULT_SCHEMAS", "tidy_schema"]

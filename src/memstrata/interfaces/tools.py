@@ -3,9 +3,10 @@
 Contract:
 - :data:`TOOLS` is the single list of tool definitions: name, description,
   a pydantic argument model (the JSON schema is generated from it) and a
-  handler that calls the library. The MCP server (:mod:`memstrata.interfaces.mcp_server`),
-  :func:`openai_tools` and :func:`anthropic_tools` all render this list, so the
-  three never drift apart.
+  handler that calls the library. The MCP server (:mod:`memstrata.interfaces.mcp_server`)
+  and the function-calling schemas (:mod:`memstrata.interfaces.tool_schemas`:
+  ``openai_tools``, ``anthropic_tools``) all render this list, so they never drift
+  apart.
 - The scope is fixed by whoever builds the :class:`ToolDispatcher` (the
   server's configuration or flags). No tool has a ``tenant``/``user``/
   ``project``/``agent`` argument, and unknown arguments are refused, so a
@@ -72,7 +73,7 @@ from ..models import (
     build,
     make_scope,
 )
-from .tool_results import RESULT_SCHEMAS
+from .tool_results import RESULT_SCHEMAS, tidy_schema
 
 if TYPE_CHECKING:
     from ..memory import Memory, Run
@@ -427,115 +428,6 @@ TOOLS: tuple[ToolDef, ...] = (
 TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOLS}
 
 
-# -- renderings ---------------------------------------------------------------
-
-def tidy_schema(schema: Any) -> Any:
-    """Drop pydantic's titles and collapse ``X | None`` to ``X`` (None is the default)."""
-    if isinstance(schema, list):
-        return [tidy_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: tidy_schema(prop) for name, prop in value.items()}
-        else:
-            out[key] = tidy_schema(value)
-    options = out.get("anyOf")
-    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-        other = next(o for o in options if o != {"type": "null"})
-        del out["anyOf"]
-        if "default" in out and out["default"] is None:
-            del out["default"]
-        out = {**other, **out}
-    if out.get("type") == "object":
-        out.setdefault("properties", {})
-        out["additionalProperties"] = False
-    return out
-
-
-def tool_definitions() -> list[dict[str, Any]]:
-    """Name, description and input schema of every tool (the neutral form)."""
-    return [{"name": t.name, "description": t.description, "input_schema": t.input_schema()}
-            for t in TOOLS]
-
-
-#: Keywords OpenAI's strict mode accepts in a schema (others are dropped, their meaning kept
-#: in the description where it matters to a model: the dispatcher still enforces them).
-STRICT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "enum",
-                             "anyOf", "items", "description", "const"})
-
-
-def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A schema for OpenAI's strict mode: every property required, optional ones nullable
-    (a model sends ``null`` for "the default", which the dispatcher honours), unsupported
-    keywords (defaults, lengths, bounds) dropped, no extra properties anywhere."""
-
-    def walk(node: Any, optional: bool = False) -> Any:
-        if isinstance(node, list):
-            return [walk(n) for n in node]
-        if not isinstance(node, dict):
-            return node
-        out = {k: walk(v) for k, v in node.items() if k in STRICT_KEYWORDS
-               and k not in ("properties", "required")}
-        if node.get("type") == "object" or "properties" in node:
-            props = node.get("properties", {})
-            needed = set(node.get("required", []))
-            out["type"] = "object"
-            out["properties"] = {name: walk(prop, optional=name not in needed)
-                                 for name, prop in props.items()}
-            out["required"] = list(props)
-            out["additionalProperties"] = False
-        if optional:
-            kind = out.get("type")
-            if isinstance(kind, str):
-                out["type"] = [kind, "null"]
-                if "enum" in out:
-                    out["enum"] = [*out["enum"], None]
-            elif isinstance(kind, list) and "null" not in kind:
-                out["type"] = [*kind, "null"]
-            elif "anyOf" in out and {"type": "null"} not in out["anyOf"]:
-                out["anyOf"] = [*out["anyOf"], {"type": "null"}]
-        return out
-
-    result: dict[str, Any] = walk(schema)
-    return result
-
-
-def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
-    """The tools in OpenAI's function-calling format (``tools=`` of Chat Completions);
-    ``strict=True``: strict-mode schemas (:func:`strict_schema`) with ``strict: true``."""
-    out = []
-    for t in TOOLS:
-        function: dict[str, Any] = {"name": t.name, "description": t.description,
-                                    "parameters": t.input_schema()}
-        if strict:
-            function["parameters"] = strict_schema(function["parameters"])
-            function["strict"] = True
-        out.append({"type": "function", "function": function})
-    return out
-
-
-def openai_responses_tools(*, strict: bool = True) -> list[dict[str, Any]]:
-    """The tools in the shape of OpenAI's Responses API (``tools=`` of ``responses.create``:
-    name, description and parameters at the top level), strict by default."""
-    out = []
-    for t in TOOLS:
-        schema = t.input_schema()
-        out.append({"type": "function", "name": t.name, "description": t.description,
-                    "parameters": strict_schema(schema) if strict else schema,
-                    "strict": strict})
-    return out
-
-
-def anthropic_tools() -> list[dict[str, Any]]:
-    """The tools in Anthropic's Messages API format (``tools=``)."""
-    return [{"name": t.name, "description": t.description, "input_schema": t.input_schema()}
-            for t in TOOLS]
-
-
 # -- dispatch -----------------------------------------------------------------
 
 def error_result(exc: MemstrataError) -> dict[str, Any]:
@@ -664,19 +556,31 @@ class ToolDispatcher:
         self.close()
 
 
+#: Names that moved to :mod:`.tool_schemas`, still served here.
+_MOVED = {name: "tool_schemas" for name in (
+    "STRICT_KEYWORDS", "anthropic_tools", "openai_responses_tools", "openai_tools",
+    "strict_schema", "tool_definitions")}
+
+
+def __getattr__(name: str) -> Any:
+    """The renderings that moved to :mod:`.tool_schemas`, under their old path."""
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __package__), name)
+
+
 __all__ = [
     "TOOLS",
     "TOOLS_BY_NAME",
     "ToolArgs",
     "ToolDef",
     "ToolDispatcher",
-    "anthropic_tools",
     "error_result",
     "forget_result",
-    "openai_responses_tools",
-    "openai_tools",
-    "strict_schema",
     "tidy_schema",
-    "tool_definitions",
     "write_receipt",
 ]
+__all__ += sorted(_MOVED)  # served by __getattr__

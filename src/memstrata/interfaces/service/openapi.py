@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...version import __version__
-from ..tools import tidy_schema
+from ..tool_results import tidy_schema
 from .operations import OPERATIONS, Endpoint
 from .requests import ERROR
 
