@@ -1,7 +1,7 @@
 """Calls to the Python API that do not fit a method's signature raise a memstrata error.
 
-Contract: :func:`checked_calls` decorates a public class. Each of its public methods (and
-class methods) raises :class:`~memstrata.errors.ArgumentError`, a
+Contract: :func:`checked_calls` decorates a public class. Its constructor and each of its
+public methods (and class methods) raises :class:`~memstrata.errors.ArgumentError`, a
 :class:`~memstrata.errors.ValidationError` that is also a ``TypeError``, when the call names
 an argument the method does not take, leaves out one it needs or passes too many
 positional ones; the hint shows the method's signature. The method's body does not run,
@@ -25,7 +25,7 @@ T = TypeVar("T", bound=type)
 def checked_calls(cls: T) -> T:
     """``cls`` with every public method (and class method) checked (module docstring)."""
     for name, member in list(vars(cls).items()):
-        if name.startswith("_"):
+        if name.startswith("_") and name != "__init__":
             continue
         if inspect.isfunction(member):
             setattr(cls, name, _checked(member, cls.__name__))
@@ -40,7 +40,7 @@ def _checked(fn: Callable[..., Any], owner: str) -> Callable[..., Any]:
         p.replace(annotation=inspect.Parameter.empty)
         for p in signature.parameters.values() if p.name not in ("self", "cls")],
         return_annotation=inspect.Signature.empty)
-    name = f"{owner}.{fn.__name__}"
+    name = owner if fn.__name__ == "__init__" else f"{owner}.{fn.__name__}"
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:

@@ -122,6 +122,7 @@ def misfit_calls(mem: Memory) -> list[tuple[str, Callable[[], Any]]]:
         ("run.scratch.write no value", lambda: run.scratch.write(*["k"])),
         ("procedures unknown keyword", lambda: mem.procedures.list(S, **bad)),
         ("Memory.open unknown keyword", lambda: Memory.open(**bad)),
+        ("ToolDispatcher unknown keyword", lambda: ToolDispatcher(mem, S, **bad)),
     ]
 
 
