@@ -316,7 +316,7 @@ class Episodes:
         # placed and embedded before the write transaction (an embedding holds no lock),
         # then placed again inside it (ThreadIndex.replace)
         texts = self._threads.vector_texts(inputs, self._threads.plan(tenant, inputs))[0]
-        made = self._index.embed(texts)
+        made = self._index.embed(texts, tenant=tenant)
         ids = [new_id() for _ in inputs]
         with self._db.transaction(tenant) as tx:
             plan, moved, vectors = self._threads.replace(tx, tenant, inputs, texts, made)

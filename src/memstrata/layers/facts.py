@@ -162,7 +162,7 @@ class Facts(FactReads):
                                detectors=list(verdict.detectors))
         cand = verdict.candidate
         # the claim's vector is computed before the write transaction opens
-        vector = self._index.embed([self.embed_text(cand.claim)])
+        vector = self._index.embed([self.embed_text(cand.claim)], tenant=cand.scope.tenant)
         with self._db.transaction(cand.scope.tenant) as tx:
             similar = self._similar(tx, cand, vector, writer) if dedup == "policy" else []
             active = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "active")

@@ -52,6 +52,8 @@ class RecordIndex:
         self.db = db
         self.embedder = embedder
         self._vectors: VectorIndex | None = None
+        #: Tenants asked whether they have vectors, without an embedder (:meth:`_unembedded`).
+        self._asked: set[str] = set()
 
     @property
     def semantic(self) -> bool:
@@ -80,9 +82,15 @@ class RecordIndex:
         """The vector index if this process already made it (never asks the embedder)."""
         return self._vectors
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray | None:
-        """Vectors for texts, computed before the transaction opens (None without embedder)."""
-        if self.embedder is None or not texts:
+    def embed(self, texts: Sequence[str], *, tenant: str | None = None) -> np.ndarray | None:
+        """Vectors for texts, computed before the transaction opens (None without embedder).
+        Without an embedder, for a write into ``tenant``: said once per process if the
+        tenant has vectors (the records written will lack one: :meth:`_unembedded`)."""
+        if self.embedder is None:
+            if tenant is not None and texts:
+                self._unembedded(tenant)
+            return None
+        if not texts:
             return None
         import numpy as np
 
@@ -106,13 +114,10 @@ class RecordIndex:
     def write_vectors(self, tx: Tx, table: str, tenant: str, ids: Sequence[str],
                       vectors: Any) -> None:
         """Write only vectors (a layer matched in words without a lexical index: checkpoint
-        versions); nothing without an embedder, which is said once per process when the
-        tenant has vectors (these records will lack one: :func:`_unembedded_write`)."""
+        versions); nothing without an embedder."""
         index = self.vectors
         if index is not None and vectors is not None:
             index.add(tx, table, tenant, ids, vectors)
-        elif self.embedder is None and ids and "unembedded" not in _SAID:
-            _unembedded_write(tx, tenant)
 
     def drop_vectors(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
         """Delete the vectors of these records, whatever model made them: for a record whose
@@ -121,16 +126,26 @@ class RecordIndex:
         ``reindex`` gives it a vector (``doctor`` counts it)."""
         self.db.delete_vectors(tx, tenant, ids)
 
+    def _unembedded(self, tenant: str) -> None:
+        """A record is about to be written without an embedder into ``tenant``: if the tenant
+        searches by vectors, say once per process that it gets none, so semantic search
+        misses it, and what mends it. Read in a transaction of its own before the write's
+        (a read of the vectors inside a write transaction would take the tenant's lock
+        after the thread's on PostgreSQL); asked once per tenant."""
+        if "unembedded" in _SAID or tenant in self._asked:
+            return
+        self._asked.add(tenant)
+        with self.db.transaction(tenant, write=False) as tx:
+            has = tx.one("SELECT 1 AS x FROM vectors WHERE tenant = ? LIMIT 1", (tenant,))
+        if has is not None:
+            _say_unembedded()
 
-#: What this process has said once (:func:`_unembedded_write`).
+
+#: What this process has said once (:meth:`RecordIndex._unembedded`).
 _SAID: set[str] = set()
 
 
-def _unembedded_write(tx: Tx, tenant: str) -> None:
-    """A record is written without an embedder into a tenant that searches by vectors: say
-    once per process that it gets none, so semantic search misses it, and what mends it."""
-    if tx.one("SELECT 1 AS x FROM vectors WHERE tenant = ? LIMIT 1", (tenant,)) is None:
-        return
+def _say_unembedded() -> None:
     _SAID.add("unembedded")
     logging.getLogger("memstrata").warning(
         "memstrata: this store has vectors, but it was opened without an embedder: records "
