@@ -152,3 +152,25 @@ def test_a_command_that_only_reads_never_creates_a_missing_store(tmp_path: Path)
     found = runner.invoke(cli, ["recall", "deploy", "--user", "a", "--url", str(typo),
                                 "--json"], env=env)
     assert found.exit_code == 0 and "deploy went fine" in found.output
+
+
+def test_a_groups_store_flags_reach_its_commands(tmp_path: Path) -> None:
+    """`memstrata review --url X --user u list` reads X as u (the group's flags were
+    dropped: the default store was read and created instead)."""
+    runner = CliRunner()
+    env = {"MEMSTRATA_HOME": str(tmp_path / "home"), "MEMSTRATA_URL": None,
+           "MEMSTRATA_USER": None, "MEMSTRATA_EMBEDDER": "none"}
+    store = tmp_path / "team.db"
+    held = runner.invoke(cli, ["facts", "propose", "u likes tea", "--kind", "preference",
+                               "--subject", "u", "--attribute", "drink", "--actor", "agent",
+                               "--source", "chat:1", "--user", "u", "--url", str(store)],
+                         env=env)
+    assert held.exit_code == 0, held.output
+    listed = runner.invoke(cli, ["review", "--url", str(store), "--user", "u", "list",
+                                 "--json"], env=env)
+    assert listed.exit_code == 0 and [f["claim"] for f in json.loads(listed.stdout)] == \
+        ["u likes tea"]
+    assert not (tmp_path / "home" / "memory.db").exists()
+    missing = runner.invoke(cli, ["review", "--url", str(tmp_path / "nope.db"), "list"],
+                            env=env)
+    assert missing.exit_code == 1 and "no memstrata store at" in missing.output

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .calls import checked_calls
 from .clock import Clock, SystemClock
 from .config import Config
-from .errors import BackendError, MemstrataError, NotFound, ValidationError
+from .errors import ArgumentError, BackendError, MemstrataError, NotFound, ValidationError
 from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
 from .inputs import options_arg, ref_arg
@@ -393,7 +393,14 @@ class RunCheckpoint:
         return self._task
 
     def save(self, **fields: Any) -> Checkpoint:
-        """Save the task's checkpoint (see :meth:`Checkpoints.save`)."""
+        """Save the task's checkpoint (see :meth:`Checkpoints.save`); the run names the
+        scope, the task and who saved it."""
+        fixed = sorted({"scope", "task", "by", "updated_by"} & set(fields))
+        if fixed:
+            raise ArgumentError(f"run.checkpoint.save() sets {', '.join(fixed)} itself",
+                                hint="pass only the checkpoint's fields (objective, plan, "
+                                     "next_action, ...) and as_of; the run's scope, task and "
+                                     "id are used")
         return self._mem.checkpoints.save(self._scope, self._need_task(),
                                           by=f"run:{self._run_id}", **fields)
 

@@ -154,3 +154,35 @@ def test_records_written_without_an_embedder_are_reported_and_mended(
     hits = mended.recall(alice, query, layers=["episodes"], k=5).items
     assert hits and "golden retriever" in hits[0].excerpt
     mended.close()
+
+
+def test_an_edited_approval_or_a_checkpoint_without_an_embedder_is_counted_and_mended(
+        store_url: str, scratch_url: str | None, clock: ManualClock, alice: Scope,
+        minilm: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A claim edited on approval without an embedder loses the old claim's vector (it
+    would answer for words that are gone); a checkpoint version saved without one says so
+    once; doctor counts both and reindex(missing=True) remakes them from the new text."""
+    from backends import open_store
+    from memstrata.layers import indexing
+
+    embedded = open_store(store_url, scratch_url, clock, minilm)
+    held = embedded.facts.propose(alice, claim="Alice prefers green tea in the morning",
+                                  kind="preference", subject="alice", attribute="drink",
+                                  actor="agent", source="chat:1")
+    assert held.status == "pending" and held.record is not None
+    embedded.close()
+    indexing._SAID.discard("unembedded")
+    plain = open_store(store_url, scratch_url, clock)
+    with caplog.at_level("WARNING", logger="memstrata"):
+        plain.checkpoints.save(alice, "rota", objective="plan the night rota")
+    assert sum("opened without an embedder" in r.getMessage() for r in caplog.records) == 1
+    edited = "Alice works night shifts at the city hospital"
+    assert plain.review.approve(held.record.id, by="rev", claim=edited).status == "committed"
+    problems = plain.doctor()
+    assert len(problems) == 1 and "1 facts, 1 checkpoints" in problems[0], problems
+    plain.close()
+    mended = open_store(store_url, scratch_url, clock, minilm)
+    assert mended.reindex(missing=True) == 2 and mended.doctor() == []
+    hits = mended.recall(alice, "where does she work at night", layers=["facts"], k=3).items
+    assert hits and hits[0].excerpt == edited
+    mended.close()

@@ -123,6 +123,9 @@ def misfit_calls(mem: Memory) -> list[tuple[str, Callable[[], Any]]]:
         ("procedures unknown keyword", lambda: mem.procedures.list(S, **bad)),
         ("Memory.open unknown keyword", lambda: Memory.open(**bad)),
         ("ToolDispatcher unknown keyword", lambda: ToolDispatcher(mem, S, **bad)),
+        ("static method, no argument", lambda: mem.facts.embed_text(*[])),
+        ("run.checkpoint.save by=", lambda: mem.run(S, task="t").checkpoint.save(
+            objective="o", by="me")),
     ]
 
 
@@ -145,6 +148,10 @@ def test_a_call_that_does_not_fit_the_signature_is_an_argument_error(
             raised[label] = "accepted"
     assert raised == {label: "ArgumentError" for label, _ in misfit_calls(mem)}
     assert store.counts() == {**before, "runs": store.counts().get("runs", 0)}
+    # the class the caller holds is named (get is defined on Facts' base class)
+    with pytest.raises(ArgumentError, match=r"^Facts\.get\(\)") as raised_get:
+        mem.facts.get(*[])
+    assert raised_get.value.hint.startswith("call it as Facts.get(fact_id")
 
 
 def test_a_type_error_inside_a_fitting_call_is_not_relabelled() -> None:

@@ -47,9 +47,14 @@ def cli_config() -> Any:
 
     from ..config import load_config
 
-    ctx = click.get_current_context()
-    flags = {name: ctx.params.get(name) for name in ("url", "tenant", "user", "project", "agent")
-             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE}
+    flags: dict[str, Any] = {}
+    ctx: click.Context | None = click.get_current_context()
+    while ctx is not None:  # a group's flags (`review --url X list`), the command's first
+        for name in ("url", "tenant", "user", "project", "agent"):
+            if name not in flags and ctx.get_parameter_source(name) == \
+                    ParameterSource.COMMANDLINE:
+                flags[name] = ctx.params.get(name)
+        ctx = ctx.parent
     return load_config(flags)
 
 
@@ -70,7 +75,7 @@ def open_memory(*, create: bool = False, **kwargs: Any) -> Any:
 
     ctx = click.get_current_context()
     cfg = cli_config()
-    if not create and cfg.sources.get("url", "default") != "default":
+    if not create and cfg.url and cfg.sources.get("url", "default") != "default":
         _refuse_missing_file(cfg.url)
     mem = Memory.from_config(cfg, **kwargs)
     ctx.call_on_close(mem.close)

@@ -157,6 +157,8 @@ class Checkpoints:
         index = self._index if self._index is not None and self._index.semantic else None
         vec: Any = None
         basis = -1
+        if index is None and self._index is not None:
+            self._index.unembedded(scope.tenant)  # a version without a vector: said once
         if index is not None:
             with self._db.transaction(scope.tenant, write=False) as tx:
                 prev = self._latest(tx, scope, task)

@@ -388,6 +388,10 @@ class Facts(FactReads):
             self._index.write(tx, "facts", tenant, [IndexEntry(
                 fact.id, self.index_text(claim, fact.subject, fact.attribute, fact.kind))],
                 vector)
+            if vector is None and claim != fact.claim:
+                # no embedder to make the new claim's vector: the old claim's must not stay
+                # (it would answer for words that are gone); `reindex --missing` remakes it
+                self._index.drop_vectors(tx, tenant, [fact.id])
         active = self._slot_row(tx, fact.scope, fact.subject, fact.attribute, "active")
         superseded = None
         readers = fact.readers

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BackendError, MemstrataError
 from ..store.base import Database, Tx, VectorIndex
-from ..store.sql import without_vector_sql
+from ..store.sql import VECTORS_IN_USE_SQL, without_vector_sql
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,7 +52,7 @@ class RecordIndex:
         self.db = db
         self.embedder = embedder
         self._vectors: VectorIndex | None = None
-        #: Tenants asked whether they have vectors, without an embedder (:meth:`_unembedded`).
+        #: Tenants asked whether they have vectors, without an embedder (:meth:`unembedded`).
         self._asked: set[str] = set()
 
     @property
@@ -85,10 +85,10 @@ class RecordIndex:
     def embed(self, texts: Sequence[str], *, tenant: str | None = None) -> np.ndarray | None:
         """Vectors for texts, computed before the transaction opens (None without embedder).
         Without an embedder, for a write into ``tenant``: said once per process if the
-        tenant has vectors (the records written will lack one: :meth:`_unembedded`)."""
+        tenant has vectors (the records written will lack one: :meth:`unembedded`)."""
         if self.embedder is None:
             if tenant is not None and texts:
-                self._unembedded(tenant)
+                self.unembedded(tenant)
             return None
         if not texts:
             return None
@@ -126,7 +126,7 @@ class RecordIndex:
         ``reindex`` gives it a vector (``doctor`` counts it)."""
         self.db.delete_vectors(tx, tenant, ids)
 
-    def _unembedded(self, tenant: str) -> None:
+    def unembedded(self, tenant: str) -> None:
         """A record is about to be written without an embedder into ``tenant``: if the tenant
         searches by vectors, say once per process that it gets none, so semantic search
         misses it, and what mends it. Read in a transaction of its own before the write's
@@ -136,12 +136,12 @@ class RecordIndex:
             return
         self._asked.add(tenant)
         with self.db.transaction(tenant, write=False) as tx:
-            has = tx.one("SELECT 1 AS x FROM vectors WHERE tenant = ? LIMIT 1", (tenant,))
+            has = tx.one(VECTORS_IN_USE_SQL, (tenant,))
         if has is not None:
             _say_unembedded()
 
 
-#: What this process has said once (:meth:`RecordIndex._unembedded`).
+#: What this process has said once (:meth:`RecordIndex.unembedded`).
 _SAID: set[str] = set()
 
 

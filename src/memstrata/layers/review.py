@@ -58,7 +58,8 @@ class Review:
         edited = None
         if claim is not None:
             edited = text_arg(claim, "claim", max_len=1000)
-        vector = self._index.embed([Facts.embed_text(edited)]) if edited else None
+        vector = self._index.embed([Facts.embed_text(edited)], tenant=tenant) if edited \
+            else None
         now = self._clock.now()
         with self._db.transaction(tenant) as tx:
             fact = self._facts.get_in(tx, tenant, fact_id, sc, principal)

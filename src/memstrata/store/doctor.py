@@ -4,8 +4,9 @@
 (SQLite ``integrity_check`` and the FTS5 integrity check, full-text rows against base rows;
 on PostgreSQL the migrations, forced row-level security and full-text rows), then, tenant
 by tenant: one current fact per slot, no orphan history (supersession links that point
-nowhere or disagree), no orphan vectors, no record without a vector in a tenant that has
-vectors (:func:`~memstrata.store.sql.without_vector_sql`), and no scratch entry past its
+nowhere or disagree), no orphan vectors, no record without a vector in a tenant that searches
+by vectors (:data:`~memstrata.store.sql.VECTORS_IN_USE_SQL`,
+:func:`~memstrata.store.sql.without_vector_sql`), and no scratch entry past its
 expiry that a sweep should have removed (entries in Redis expire by themselves). Doctor
 only reads.
 """
@@ -16,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import Database
-from .sql import checkpoint_vector_id_sql, without_vector_sql
+from .sql import VECTORS_IN_USE_SQL, checkpoint_vector_id_sql, without_vector_sql
 
 #: The tables whose records each get a vector when the store is opened with an embedder.
 VECTOR_TABLES = ("facts", "episodes", "checkpoints")
@@ -70,7 +71,7 @@ def _verify_tenant(db: Database, tenant: str, now: datetime) -> list[str]:
         if orphan_vectors and orphan_vectors["n"]:
             problems.append(f"{orphan_vectors['n']} vectors belong to no record "
                             f"(tenant {tenant})")
-        if tx.one("SELECT 1 AS x FROM vectors WHERE tenant = ? LIMIT 1", (tenant,)):
+        if tx.one(VECTORS_IN_USE_SQL, (tenant,)):
             # the tenant searches by vectors: a record without one is missed by that search
             missing = {t: _count(tx.one(f"SELECT count(*) AS n FROM "
                                         f"({without_vector_sql(t)}) m", (tenant,)))

@@ -65,6 +65,13 @@ def checkpoint_vector_id_sql(alias: str) -> str:
             f"|| ':' || {a}.scope_key)")
 
 
+#: Whether a tenant searches by vectors (one parameter, the tenant): it holds vectors, or an
+#: embedding model is recorded (its only vector may have been dropped). A record of such a
+#: tenant without a vector is missed by that search.
+VECTORS_IN_USE_SQL = ("SELECT 1 AS x WHERE EXISTS (SELECT 1 FROM vectors WHERE tenant = ?) "
+                      "OR EXISTS (SELECT 1 FROM meta WHERE key = 'embedding_model')")
+
+
 def without_vector_sql(table: str) -> str:
     """A query of the vector ids (``id``) of the records of ``table`` (``facts``,
     ``episodes``, ``checkpoints``) of one tenant (the one parameter) that have no vector of
@@ -75,5 +82,5 @@ def without_vector_sql(table: str) -> str:
             f"(SELECT 1 FROM vectors v WHERE v.tenant = r.tenant AND v.record_id = {ident})")
 
 
-__all__ = ["CHUNK", "checkpoint_vector_id", "checkpoint_vector_id_sql", "chunks",
-           "contains_sql", "like_param", "marks", "prefix_param", "without_vector_sql"]
+__all__ = ["CHUNK", "VECTORS_IN_USE_SQL", "checkpoint_vector_id", "checkpoint_vector_id_sql",
+           "chunks", "contains_sql", "like_param", "marks", "prefix_param", "without_vector_sql"]
