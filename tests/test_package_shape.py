@@ -163,7 +163,8 @@ ENGINE_TABLES = {"vectors", "meta", "tenants", "write_guard", "migrations", "fac
                  "episodes_fts"}
 #: Where the schema is defined (DDL and triggers name every table), and the LoCoMo bench's
 #: baselines, which index into an in-memory database of their own.
-SCHEMA = {"memstrata.store.sqlite_schema", "memstrata.store.pg_schema", "memstrata.bench.locomo"}
+SCHEMA = {"memstrata.store.sqlite_schema", "memstrata.store.pg_schema",
+          "memstrata.bench.locomo_retrievers"}
 _NAME = r"(\{?[A-Za-z_][A-Za-z0-9_]*\}?(?:_fts)?)"
 #: SQL is written in upper-case keywords here; prose never reads "UPDATE x SET".
 _WRITE = re.compile(rf"\b(?:INSERT\s+(?:OR\s+[A-Z]+\s+)?INTO\s+{_NAME}|DELETE\s+FROM\s+{_NAME}|"
