@@ -16,7 +16,7 @@ Contract
   mapped to Latin, whitespace runs collapsed.
 
 Rules (named regular expressions, in :mod:`.injection_rules`; all case-insensitive)
---------------------------------------------------------
+-----------------------------------------------------------------------------------
 ``instruction_override``   ignore/disregard/forget + previous/prior/your + instructions/rules...
                            (also French, Spanish, Portuguese, German, Italian, Dutch,
                            Russian, Chinese, Japanese, Korean)
