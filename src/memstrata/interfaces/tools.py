@@ -556,22 +556,6 @@ class ToolDispatcher:
         self.close()
 
 
-#: Names that moved to :mod:`.tool_schemas`, still served here.
-_MOVED = {name: "tool_schemas" for name in (
-    "STRICT_KEYWORDS", "anthropic_tools", "openai_responses_tools", "openai_tools",
-    "strict_schema", "tool_definitions")}
-
-
-def __getattr__(name: str) -> Any:
-    """The renderings that moved to :mod:`.tool_schemas`, under their old path."""
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f".{module}", __package__), name)
-
-
 __all__ = [
     "TOOLS",
     "TOOLS_BY_NAME",
@@ -583,4 +567,3 @@ __all__ = [
     "tidy_schema",
     "write_receipt",
 ]
-__all__ += sorted(_MOVED)  # served by __getattr__
