@@ -10,13 +10,8 @@ from click.testing import CliRunner
 
 from memstrata import ManualClock, Memory, Scope, ValidationError
 from memstrata.cli import cli
-from memstrata.interfaces.markdown import (
-    EPISODIC,
-    FILES,
-    IDENTITY,
-    WORKING,
-    lint_markdown,
-)
+from memstrata.interfaces.markdown import EPISODIC, FILES, IDENTITY, WORKING
+from memstrata.interfaces.markdown_read import lint_markdown
 from memstrata.interfaces.memory_files import export_markdown, import_markdown
 from memstrata.interfaces.migrate import migrate_memory_file, migrate_text
 

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from backends import StoreProbe
 from memstrata import ManualClock, Memory, Scope, ValidationError
 from memstrata.cli import cli
-from memstrata.interfaces.markdown import EPISODIC, IDENTITY, WORKING, lint_markdown
+from memstrata.interfaces.markdown import EPISODIC, IDENTITY, WORKING
+from memstrata.interfaces.markdown_read import lint_markdown
 from memstrata.interfaces.memory_files import export_markdown, import_markdown
 
 DATA = Path(__file__).parents[1] / "data"

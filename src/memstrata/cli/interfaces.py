@@ -219,7 +219,7 @@ def migrate(as_json: bool, memory_file: Path, directory: Path, force: bool,
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def lint(as_json: bool, directory: Path) -> None:
     """Check the Markdown memory files' format and sizes (exit 1 on errors)."""
-    from ..interfaces.markdown import lint_markdown
+    from ..interfaces.markdown_read import lint_markdown
 
     issues = lint_markdown(directory)
     errors = [i for i in issues if i.severity == "error"]

@@ -40,15 +40,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from ..governance.sensitivity import scan
 from ..models import Scope, make_scope
-from .markdown import (
-    EPISODIC,
-    IDENTITY,
-    WORKING,
-    Issue,
-    parse_episodic,
-    parse_identity,
-    parse_working,
-)
+from .markdown import EPISODIC, IDENTITY, WORKING
+from .markdown_read import Issue, parse_episodic, parse_identity, parse_working
 from .memory_files import checkpoint_holds, collect
 
 if TYPE_CHECKING:

@@ -40,13 +40,12 @@ from .markdown import (
     WORKING,
     EpisodeEntry,
     FactEntry,
-    Issue,
     MemoryFiles,
     TaskEntry,
     _day,
     one_line,
-    read_files,
 )
+from .markdown_read import Issue, read_files
 
 if TYPE_CHECKING:
     from ..memory import Memory
