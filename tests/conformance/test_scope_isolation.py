@@ -93,7 +93,7 @@ def test_common_term_pruning_counts_only_the_callers_rows(
         mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another user's data never changes what this user's search finds: a word common in
     bob's episodes stays in alice's query, and a query of only common words still finds."""
-    from memstrata.store import postgres, sqlite_search
+    from memstrata.store import pg_search, sqlite_search
 
     alice, bob = Scope(user="alice"), Scope(user="bob")
     mem.episodes.append_many([{"scope": bob, "text": f"kubernetes deploy {i} went fine",
@@ -107,7 +107,7 @@ def test_common_term_pruning_counts_only_the_callers_rows(
         return {h.ref for h in mem.episodes.search(scope, query, k=50)}
 
     unpruned = found(alice, "kubernetes")
-    for module in (sqlite_search, postgres):  # every index is large; 10 rows make a word common
+    for module in (sqlite_search, pg_search):  # every index is large; 10 rows make a word common
         monkeypatch.setattr(module, "LARGE_INDEX_ROWS", -1)
         monkeypatch.setattr(module, "COMMON_TERM_DOCS", 10)
     assert found(alice, "kubernetes") == unpruned == mine

@@ -604,7 +604,7 @@ def test_any_insert_registers_its_tenant(pg: AppDatabase) -> None:
 
 def test_a_large_index_leaves_out_very_common_words(pg: AppDatabase,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from memstrata.store import postgres
+    from memstrata.store import pg_search
 
     with Memory.open(pg.app_url, embedder=None) as mem:
         mem.episodes.append_many([{"scope": ALICE, "text": f"deploy number {i} went fine",
@@ -626,8 +626,8 @@ def test_a_large_index_leaves_out_very_common_words(pg: AppDatabase,
         with app(pg, "default") as c:
             c.execute("ANALYZE episodes_fts")  # the app role holds MAINTAIN
             c.commit()
-        monkeypatch.setattr(postgres, "LARGE_INDEX_ROWS", 20)
-        monkeypatch.setattr(postgres, "COMMON_TERM_DOCS", 10)
+        monkeypatch.setattr(pg_search, "LARGE_INDEX_ROWS", 20)
+        monkeypatch.setattr(pg_search, "COMMON_TERM_DOCS", 10)
         # "deploy" is in 33 rows: left out; "kubernetes" is in 3 of them and in the following
         # context of the two turns before them
         assert found() == 5
@@ -696,7 +696,7 @@ def test_the_callers_own_rows_decide_which_words_are_common(
     """The scoped count first reads the tenant's first matches; when the caller's rows are
     a minority of them it counts them all, so the rows of another user never decide which
     words this caller's query keeps."""
-    from memstrata.store import postgres
+    from memstrata.store import pg_search
 
     carol = Scope(user="carol", project="docs-site")
     with Memory.open(pg.app_url, embedder=None) as mem:
@@ -714,8 +714,8 @@ def test_the_callers_own_rows_decide_which_words_are_common(
         with app(pg, "default") as c:
             c.execute("ANALYZE episodes_fts")
             c.commit()
-        monkeypatch.setattr(postgres, "LARGE_INDEX_ROWS", 20)
-        monkeypatch.setattr(postgres, "COMMON_TERM_DOCS", 10)
+        monkeypatch.setattr(pg_search, "LARGE_INDEX_ROWS", 20)
+        monkeypatch.setattr(pg_search, "COMMON_TERM_DOCS", 10)
 
         def found(scope: Scope, query: str) -> int:
             where, params = mem.episodes.filter_sql(scope, None)
