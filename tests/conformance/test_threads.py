@@ -91,6 +91,30 @@ def test_without_vectors_a_turn_is_still_found_through_its_thread(
         assert alone.ref not in found  # the same one word, without the thread: noise
 
 
+def test_without_vectors_a_word_of_the_later_turn_alone_finds_the_earlier_turn(
+        mem: Memory) -> None:
+    """Lexical-only ranking: a word only the later turn holds finds both turns, through the
+    run's thread and through an explicit thread with a source per turn, on the API and the
+    agents' tool (a turn found through its context alone scores about a third of the turn
+    that holds the word, and the share it needed, 0.4, dropped it)."""
+    with mem.run(ALICE, task="triage") as run:
+        first = run.log("Started looking at the flaky snapshot tests", source="chat:s1/t1",
+                        actor="user")
+        run.log("Culprit is the mongoose fixture loader", source="chat:s1/t2", actor="user")
+    asked = mem.episodes.append(ALICE, text="Customer reported the quasar export is broken",
+                                actor="user", source="email:1", thread="ticket:42")
+    mem.episodes.append(ALICE, text="Root cause: the pelican encoder drops rows", actor="tool",
+                        source="ci:99", thread="ticket:42")
+    mem.episodes.append(ALICE, text="Lunch is at noon on Friday", actor="user",
+                        source="chat:s9", thread="chat:s9")
+    with ToolDispatcher(mem, ALICE) as tools:
+        for query, earlier in (("mongoose", first), ("pelican", asked)):
+            api = [h.ref for h in mem.episodes.search(ALICE, query, k=10)]
+            tool = [h["ref"] for h in tools.dispatch("search_history",
+                                                     {"query": query, "k": 10})["hits"]]
+            assert api == tool and len(api) == 2 and earlier.ref == api[1], (query, api)
+
+
 def test_a_turn_that_lands_in_the_past_re_embeds_its_successor(
         hmem: Memory, clock: ManualClock) -> None:
     first = hmem.episodes.append(ALICE, text=TURNS[0], actor="user", source="s/t0",

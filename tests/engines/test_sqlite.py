@@ -237,3 +237,19 @@ def test_one_window_leaves_no_counts_to_another(tmp_path: Path) -> None:
     assert _hits(mem, alice, "cache deploy", since="2026-02-01T00:00:00Z") == february
     mem.close()
     fresh.close()
+
+
+def test_a_word_without_its_accents_finds_the_accented_word(db_path: Path) -> None:
+    """SQLite's index matches "cafe" to "café"; the ranker's check of which query words a
+    text holds folds accents the same way, so the match is evidence, not dropped."""
+    mem = Memory.open(db_path, embedder=None)
+    you = Scope(user="u")
+    for n, text in enumerate(("Réunion au café à Montréal", "Her résumé lists a naïve approach")):
+        mem.episodes.append(you, text=text, actor="user", source="chat:1", thread=f"t{n}")
+    for plain, accented in (("cafe", "café"), ("resume", "résumé"), ("naive", "naïve"),
+                            ("Montreal", "Montréal")):
+        found = [h.excerpt for h in mem.recall(you, plain, layers=["episodes"]).items]
+        assert found == [h.excerpt for h in mem.recall(you, accented,
+                                                       layers=["episodes"]).items]
+        assert len(found) == 1 and accented in found[0], (plain, found)
+    mem.close()

@@ -364,7 +364,7 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _Episode
             break  # every unread candidate scores below the keep-th: none can enter
         batch = keep
     if scorer.best_evident is not None:
-        scored += [x for x in beside if x[1] >= NEIGHBOUR_SHARE * scorer.best_evident]
+        scored += [x for x in beside if scorer.beside_evidence(x)]
         scored.sort(key=_best_first)
         del scored[keep:]
     early = [rid for *_, rid in scored if rid in scorer.early]
@@ -506,6 +506,19 @@ class _EpisodeScorer:
     def bound(self, rid: str) -> float:
         """No candidate scores above this uncapped score."""
         return (self._base(rid, 1.0) + self._extra) / _MAX_EPISODE_REL * self._most
+
+    def beside_evidence(self, scored: tuple[float, float, int, str]) -> bool:
+        """Whether a candidate without evidence of its own stands beside the best one that
+        has it (:data:`NEIGHBOUR_SHARE`): its score against that one's, or without vectors
+        its word match against the best word match. There half a score is the text's own
+        coverage of the query, which a turn found through its thread context alone lacks:
+        it reached a third of the turn that holds the words, and a later turn never made an
+        earlier one findable; a text holding one word of five keeps its weak match."""
+        if self.best_evident is None:
+            return False
+        if self.with_vectors:
+            return scored[1] >= NEIGHBOUR_SHARE * self.best_evident
+        return self.lex.get(scored[3], 0.0) >= NEIGHBOUR_SHARE * self.top
 
     def score(self, rid: str) -> tuple[float, float, int, str] | None:
         """``(score, uncapped, specificity, id)`` of a candidate whose parts were read (None

@@ -11,23 +11,28 @@ import math
 from collections.abc import Sequence
 
 from ..models import Hit
-from ..store.lexical import terms
+from ..store.lexical import fold, terms
 
 AUTHORITY = {"user": 1.0, "reviewer": 1.0, "tool": 0.9, "system": 0.9, "import": 0.8,
              "agent": 0.7}
 
 
 def held(query_terms: Sequence[str], text: str) -> list[str]:
-    """The query's content words (stemmed by prefix) present in ``text``."""
+    """The query's content words (stemmed by prefix, accents aside as the index matches
+    them: :func:`~memstrata.store.lexical.fold`) present in ``text``."""
     if not query_terms:
         return []
-    words = terms(text)
+    words = terms(fold(text))
     present = set(words)
     # " w1 w2 ...": a word starts with ``stem`` exactly when " " + stem occurs in it
     # (content words hold no spaces); one substring search instead of a loop over words
     joined = " " + " ".join(words)
-    return [q for q in query_terms
-            if q in present or (" " + (q[:5] if len(q) > 5 else q)) in joined]
+    out = []
+    for q in query_terms:
+        bare = fold(q)
+        if bare in present or (" " + (bare[:5] if len(bare) > 5 else bare)) in joined:
+            out.append(q)
+    return out
 
 
 def coverage(query_terms: Sequence[str], text: str) -> float:

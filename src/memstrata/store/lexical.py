@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any, Literal
@@ -73,6 +74,17 @@ def fts5_idf(rows: int, holding: int) -> float:
     weighs next to nothing)."""
     idf = math.log((max(rows, holding) - holding + 0.5) / (holding + 0.5))
     return idf if idf > 0.0 else 1e-6
+
+
+def fold(text: str) -> str:
+    """``text`` without its letters' accents (café -> cafe, naïve -> naive), as SQLite's
+    tokenizer matches words (``unicode61`` removes diacritics): for comparing words in
+    Python the way the index does."""
+    if text.isascii():
+        return text
+    bare = "".join(c for c in unicodedata.normalize("NFKD", text)
+                   if not unicodedata.combining(c))
+    return unicodedata.normalize("NFC", bare)
 
 
 def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
@@ -191,6 +203,7 @@ __all__ = [
     "AllCommon",
     "TermCounts",
     "filter_key",
+    "fold",
     "fts5_idf",
     "fts5_query",
     "plain_words",
