@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from backends import StoreProbe, open_store
-from memstrata import ManualClock, Memory, Scope
+from memstrata import ManualClock, Memory, Scope, ToolDispatcher
 
 ALICE = Scope(user="alice", project="docs-site")
 BOB = Scope(user="bob", project="docs-site")
@@ -448,3 +448,26 @@ def test_an_empty_recall_says_why(mem: Memory) -> None:
     assert "relevant to the query" in (mem.recall(scope, "zzzz unknownword").empty_reason
                                        or "")
     assert mem.recall(scope, "ferry noon").empty_reason is None
+
+
+def test_a_word_inside_a_cjk_clause_finds_it(mem: Memory) -> None:
+    """Chinese, Japanese and Korean are written without spaces between words: a word inside
+    a clause finds it (each character is a token; a query word is a phrase of them), on
+    the log, the facts and the agents' tool, and ranks it first when it alone holds it."""
+    li = Scope(user="li")
+    clauses = ("服务器部署失败了，因为缓存过期", "我们明天开会讨论预算",
+               "サーバーのデプロイに失敗しました", "배포가 실패했습니다")
+    refs = [mem.episodes.append(li, text=t, actor="user", source=f"chat:{n}",
+                                thread=f"t{n}").ref for n, t in enumerate(clauses)]
+    fact = mem.facts.propose(li, claim="李先生喜欢乌龙茶", kind="preference", subject="li",
+                             actor="user", attribute="drink", source="chat:9")
+    assert fact.record is not None
+    with ToolDispatcher(mem, li) as tools:
+        for word, holder in (("缓存", 0), ("部署失败", 0), ("缓存过期", 0), ("预算", 1),
+                             ("デプロイ", 2), ("배포", 3)):
+            found = [h.ref for h in mem.episodes.search(li, word, k=5)]
+            assert found[:1] == [refs[holder]], (word, found)
+            tool = tools.dispatch("search_history", {"query": word, "k": 5})["hits"]
+            assert [h["ref"] for h in tool] == found
+        assert mem.recall(li, "乌龙茶", layers=["facts"]).refs == [fact.record.ref]
+        assert not mem.episodes.search(li, "咖啡", k=5)  # no clause holds it

@@ -25,7 +25,7 @@ def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     names = [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")]
     assert names == ["m001_initial", "m002_tenants", "m003_episode_threads", "m004_api_keys",
                      "m005_drop_source_thread_index", "m006_fts_secure_delete",
-                     "m007_vector_files", "m008_checkpoint_vectors"]
+                     "m007_vector_files", "m008_checkpoint_vectors", "m009_cjk_words"]
     mem.close()
     Memory.open(f"sqlite:///{db_path}", embedder=None).close()  # reopen: no re-run
     assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names
@@ -253,3 +253,30 @@ def test_a_word_without_its_accents_finds_the_accented_word(db_path: Path) -> No
                                                        layers=["episodes"]).items]
         assert len(found) == 1 and accented in found[0], (plain, found)
     mem.close()
+
+
+def test_cjk_rows_indexed_before_m009_are_found_by_their_words(db_path: Path) -> None:
+    """A store written before m009 held a CJK clause as one token; the migration writes its
+    full-text rows again, a character a token, so a word inside the clause finds it."""
+    from memstrata.store import sqlite_schema
+
+    mem = Memory.open(db_path, embedder=None)
+    you = Scope(user="li")
+    zh = mem.episodes.append(you, text="服务器部署失败了，因为缓存过期", actor="user",
+                             source="chat:1")
+    mem.close()
+    c = raw(db_path)
+    with c:  # as the index held it before m009: the clause as written, one token
+        c.execute("INSERT INTO write_guard VALUES (1)")
+        rowid = c.execute("SELECT rowid FROM episodes WHERE id = ?", (zh.id,)).fetchone()[0]
+        c.execute("DELETE FROM episodes_fts WHERE rowid = ?", (rowid,))
+        c.execute("INSERT INTO episodes_fts (rowid, body, context) VALUES (?, ?, '')",
+                  (rowid, "服务器部署失败了，因为缓存过期"))
+        c.execute("DELETE FROM write_guard")
+        c.execute("DELETE FROM migrations WHERE name = 'm009_cjk_words'")
+    c.close()
+    assert "m009_cjk_words" in [name for name, _ in sqlite_schema.MIGRATIONS.pending([])]
+    again = Memory.open(db_path, embedder=None)  # applies m009
+    assert [h.ref for h in again.episodes.search(you, "缓存", k=5)] == [zh.ref]
+    assert again.doctor() == []
+    again.close()

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from ..models import Hit
-from ..store.lexical import fold, terms
+from ..store.lexical import fold, has_cjk, terms
 
 AUTHORITY = {"user": 1.0, "reviewer": 1.0, "tool": 0.9, "system": 0.9, "import": 0.8,
              "agent": 0.7}
@@ -22,7 +22,8 @@ def held(query_terms: Sequence[str], text: str) -> list[str]:
     them: :func:`~memstrata.store.lexical.fold`) present in ``text``."""
     if not query_terms:
         return []
-    words = terms(fold(text))
+    folded = fold(text)
+    words = terms(folded)
     present = set(words)
     # " w1 w2 ...": a word starts with ``stem`` exactly when " " + stem occurs in it
     # (content words hold no spaces); one substring search instead of a loop over words
@@ -30,7 +31,8 @@ def held(query_terms: Sequence[str], text: str) -> list[str]:
     out = []
     for q in query_terms:
         bare = fold(q)
-        if bare in present or (" " + (bare[:5] if len(bare) > 5 else bare)) in joined:
+        if bare in present or (" " + (bare[:5] if len(bare) > 5 else bare)) in joined or (
+                has_cjk(bare) and bare in folded.lower()):  # CJK: no spaces between words
             out.append(q)
     return out
 

@@ -108,8 +108,33 @@ _JOINERS_RE = re.compile(rf"[^\s{_WORD_CHARS}]+", re.UNICODE)
 def plain_words(text: str) -> str:
     """``text`` as words for a full-text parser that keeps paths, URLs, file names and
     versions whole: every run of other characters between words becomes a space, so an
-    index holds the words a query is split into (:func:`terms`)."""
-    return _JOINERS_RE.sub(" ", text)
+    index holds the words a query is split into (:func:`terms`); each CJK character is a
+    word of its own (:func:`cjk_spaced`)."""
+    return cjk_spaced(_JOINERS_RE.sub(" ", text))
+
+
+#: Chinese, Japanese and Korean characters of the basic plane (kana, CJK ideographs,
+#: Hangul syllables, half-width katakana), as ranges of a character class: written without
+#: spaces between words, so a tokenizer that splits at spaces and punctuation (SQLite's
+#: ``unicode61``, PostgreSQL's parser) would make a whole clause one token, found by no
+#: word of it.
+CJK_CHARS = ("\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+             "\uf900-\ufaff\uff66-\uff9f")
+_CJK_RE = re.compile(f"([{CJK_CHARS}\U00020000-\U0002fa1f])")
+
+
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds a Chinese, Japanese or Korean character."""
+    return _CJK_RE.search(text) is not None
+
+
+def cjk_spaced(text: str) -> str:
+    """``text`` with each CJK character set apart by spaces: the index holds one token per
+    character and a query word of them is a phrase of adjacent characters, so "缓存" finds
+    "服务器部署失败了，因为缓存过期" (Latin text is unchanged)."""
+    if text.isascii() or not has_cjk(text):
+        return text
+    return _CJK_RE.sub(r" \1 ", text)
 
 
 def fts5_query(text: str, drop: Sequence[str] = ()) -> str:
@@ -117,7 +142,7 @@ def fts5_query(text: str, drop: Sequence[str] = ()) -> str:
     ``drop`` (lowercase, e.g. names the caller boosts separately) are left out."""
     dropped = set(drop)
     words = [w for w in terms(text) if w not in dropped]
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:64])
+    return " OR ".join('"' + cjk_spaced(w).replace('"', '""') + '"' for w in words[:64])
 
 
 def tsquery(text: str, drop: Sequence[str] = ()) -> str:
@@ -196,16 +221,19 @@ def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]
 
 
 __all__ = [
+    "CJK_CHARS",
     "COMMON_TERM_DOCS",
     "IDF_ROWS",
     "LARGE_INDEX_ROWS",
     "STOPWORDS",
     "AllCommon",
     "TermCounts",
+    "cjk_spaced",
     "filter_key",
     "fold",
     "fts5_idf",
     "fts5_query",
+    "has_cjk",
     "plain_words",
     "selective",
     "terms",

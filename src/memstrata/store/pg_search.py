@@ -28,6 +28,7 @@ from .lexical import (
     AllCommon,
     TermCounts,
     bm25_idf,
+    cjk_spaced,
     filter_key,
     selective,
     terms,
@@ -62,7 +63,8 @@ class PgTextSearch:
         if table not in ("episodes", "facts"):
             raise ValueError(table)
         dropped = set(drop)
-        words = [w for w in terms(query) if w not in dropped][:64]
+        # a CJK word is its characters, as the index holds them (plain_words)
+        words = [cjk_spaced(w) for w in terms(query) if w not in dropped][:64]
         if not words:
             return []
         if set(_FILTER_COLUMN_RE.findall(where)) <= {"tenant", "id", *_FTS_COPIED[table]}:

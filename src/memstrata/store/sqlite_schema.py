@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import BackendError
+from .lexical import CJK_CHARS, cjk_spaced
 from .migrations import Migrations
 from .sql import checkpoint_vector_id_sql
 from .sqlite_driver import sqlite3
@@ -273,6 +274,21 @@ def m008_checkpoint_vectors(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TRIGGER checkpoints_deindex AFTER DELETE ON checkpoints BEGIN "
                  "DELETE FROM vectors WHERE tenant = old.tenant AND layer = 'checkpoints' "
                  f"AND record_id = {checkpoint_vector_id_sql('old')}; END")
+
+
+@migration
+def m009_cjk_words(conn: sqlite3.Connection) -> None:
+    """Each Chinese, Japanese or Korean character is a token of its own
+    (:func:`memstrata.store.lexical.cjk_spaced`): the full-text rows written before, where a
+    clause without spaces was one token found by no word of it, are written again so."""
+    pattern = f"*[{CJK_CHARS}]*"  # the rows to write again (GLOB reads the ranges)
+    for table in ("facts", "episodes"):
+        rows = conn.execute(f"SELECT rowid, body, context FROM {table}_fts WHERE body GLOB ? "
+                            "OR context GLOB ?", (pattern, pattern)).fetchall()
+        for rowid, body, context in rows:
+            conn.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (rowid,))
+            conn.execute(f"INSERT INTO {table}_fts (rowid, body, context) VALUES (?, ?, ?)",
+                         (rowid, cjk_spaced(body or ""), cjk_spaced(context or "")))
 
 
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:

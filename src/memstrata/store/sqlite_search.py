@@ -27,6 +27,7 @@ from .lexical import (
     LARGE_INDEX_ROWS,
     AllCommon,
     TermCounts,
+    cjk_spaced,
     filter_key,
     fts5_idf,
     selective,
@@ -68,7 +69,8 @@ _BM25_K1, _BM25_B = 1.2, 0.75
 
 
 def quote(word: str) -> str:
-    return '"' + word.replace('"', '""') + '"'
+    """``word`` as an FTS5 phrase (a CJK word: its characters, adjacent, as indexed)."""
+    return '"' + cjk_spaced(word).replace('"', '""') + '"'
 
 
 class TextSearch:
