@@ -141,3 +141,22 @@ def test_another_callers_rows_never_move_a_ranking(mem: Memory, other: Scope) ->
                                "kickoff budget " * (i % 3), "actor": "user",
                                "source": f"a:{i}"} for i in range(40)])
     assert [_scores(mem, bo, q) for q in queries] == alone
+
+
+def test_a_word_first_written_after_a_search_that_found_none_is_found(
+        mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived process (an MCP server, an agent loop) searched a word no row held, then
+    a row with it was written: the next search finds it (a remembered count of 0 left the
+    word out of every query over a large index until the index grew by a tenth)."""
+    from memstrata.store import pg_search, sqlite_search
+
+    for module in (sqlite_search, pg_search):  # every index is large
+        monkeypatch.setattr(module, "LARGE_INDEX_ROWS", -1)
+    you = Scope(user="u")
+    mem.episodes.append_many([{"scope": you, "text": f"routine note {i} about the sync",
+                               "actor": "user", "source": f"c:{i}"} for i in range(30)])
+    assert mem.episodes.search(you, "papaya", k=5) == []
+    lunch = mem.episodes.append(you, text="We ordered papaya for the team lunch",
+                                actor="user", source="c:x")
+    assert [h.ref for h in mem.episodes.search(you, "papaya", k=5)] == [lunch.ref]
+    assert mem.recall(you, "papaya lunch", layers=["episodes"]).refs[:1] == [lunch.ref]

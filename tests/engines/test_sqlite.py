@@ -280,3 +280,32 @@ def test_cjk_rows_indexed_before_m009_are_found_by_their_words(db_path: Path) ->
     assert [h.ref for h in again.episodes.search(you, "缓存", k=5)] == [zh.ref]
     assert again.doctor() == []
     again.close()
+
+
+def test_a_long_lived_process_weighs_words_as_a_fresh_one(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Word counts a process remembers are brought up to date with the rows written since
+    (rowids above the count's), so after its own writes a long-lived process ranks a
+    request as a fresh process does (the stale count of 'zucchini' made 900 new rows of it
+    outrank the one row holding both words)."""
+    from memstrata.store import sqlite_search
+
+    monkeypatch.setattr(sqlite_search, "LARGE_INDEX_ROWS", 50)
+    you = Scope(user="u")
+    mem = Memory.open(db_path, embedder=None)
+    mem.episodes.append_many([{"scope": you, "text": f"olive note {i} zucchini" if i == 3
+                               else f"olive note {i}", "actor": "user", "source": f"c:{i}"}
+                              for i in range(120)])
+    query = "zucchini papaya"
+    mem.episodes.search(you, query, k=10)  # counted now: one zucchini, no papaya
+    mem.episodes.append_many([{"scope": you, "text": f"zucchini harvest {i}", "actor": "user",
+                               "source": f"z:{i}"} for i in range(90)])
+    special = mem.episodes.append(you, text="papaya note special zucchini", actor="user",
+                                  source="p:1")
+    long_lived = [(h.ref, round(h.score, 6)) for h in mem.episodes.search(you, query, k=10)]
+    fresh = Memory.open(db_path, embedder=None)
+    assert long_lived[0][0] == special.ref
+    assert [r for r, _ in long_lived] == [h.ref for h in fresh.episodes.search(you, query,
+                                                                               k=10)]
+    fresh.close()
+    mem.close()

@@ -190,26 +190,39 @@ def selective(words: Sequence[str], common: int, count: Callable[[str], int], *,
 
 
 class TermCounts:
-    """How many of a caller's rows hold a word, remembered per process for one filter (a
-    pruning hint, never a filter: it only decides which words a query scores). An entry
-    holds while the index has grown by less than a tenth since it was counted."""
+    """How many of a caller's rows hold a word, remembered per process for one filter (it
+    decides which words a query scores, and their weights). An entry holds while the index
+    has grown by less than a tenth since it was counted; where the engine can count a
+    word's rows written since (``more``: SQLite's rowids), an entry is brought up to date
+    with them on every use, so a long-lived process weighs a word as a new one does. A
+    count of 0 is never remembered: a word first written after a search that found none
+    would be left out of every later query (:func:`selective` drops a word no row holds)."""
 
     def __init__(self, size: int = 8192) -> None:
         self._size = size
-        self._items: dict[tuple[Any, ...], tuple[int, int]] = {}
+        self._items: dict[tuple[Any, ...], tuple[int, int, int]] = {}
 
-    def counter(self, key: tuple[Any, ...], top: int,
-                count: Callable[[str], int]) -> Callable[[str], int]:
+    def counter(self, key: tuple[Any, ...], top: int, count: Callable[[str], int], *,
+                more: Callable[[str, int], int] | None = None,
+                cap: int | None = None) -> Callable[[str], int]:
         """``count`` remembered under ``key`` (the table and the filter) at index size
-        ``top`` (the highest rowid)."""
+        ``top`` (the highest rowid); ``more(word, since)`` counts the word's rows above
+        rowid ``since``; counts stop at ``cap``."""
         def remembered(word: str) -> int:
             entry = self._items.get((*key, word))
-            if entry is not None and entry[1] <= top <= entry[1] * 1.1 + 1_000:
-                return entry[0]
+            if entry is not None and entry[2] <= top <= entry[2] * 1.1 + 1_000:
+                n, counted, base = entry
+                if more is not None and counted < top and (cap is None or n < cap):
+                    n += more(word, counted)
+                    n = n if cap is None else min(n, cap)
+                    self._items[(*key, word)] = (n, top, base)
+                return n
             n = count(word)
+            if n == 0:
+                return n
             if len(self._items) >= self._size:
                 self._items.clear()
-            self._items[(*key, word)] = (n, top)
+            self._items[(*key, word)] = (n, top, top)
             return n
         return remembered
 

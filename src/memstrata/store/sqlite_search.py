@@ -170,22 +170,36 @@ class TextSearch:
         size = int(top["n"] or 0) if top else 0
         if size == 0 or not words:
             return [], None, size  # an empty index matches nothing (no facts yet, say)
+        fts = f"{table}_fts"
+        # each count reads the rows above a rowid (0: all): a remembered count is brought
+        # up to date with the rows written since (TermCounts)
+        def rows_of(_: str, since: int = 0) -> int:
+            return int(tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE "
+                              f"r.rowid > ? AND {where} LIMIT ?)",
+                              (since, *params, LARGE_INDEX_ROWS))["n"])
+
         if size < LARGE_INDEX_ROWS or self._counts.counter(
-                (*filter_key(table, where, params), "caller"), size, lambda _: int(tx.one(
-                    f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} "
-                    "LIMIT ?)", (*params, LARGE_INDEX_ROWS))["n"]))("") < LARGE_INDEX_ROWS:
+                (*filter_key(table, where, params), "caller"), size, rows_of, more=rows_of,
+                cap=LARGE_INDEX_ROWS)("") < LARGE_INDEX_ROWS:
             # a small index, or a caller with few rows in a large one (its own count
             # decides, never the others' rows): every word, exact counts
             return words, None, size
-        scoped = self._counts.counter(filter_key(table, where, params), size,
-                                      lambda w: int(tx.one(
-            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts CROSS JOIN {table} r "
-            f"ON r.rowid = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {where} "
-            "LIMIT ?)",
-            (quote(w), *params, COMMON_TERM_DOCS))["n"]))
-        bound = self._counts.counter((table, "index"), size, lambda w: int(tx.one(
-            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table}_fts WHERE {table}_fts "
-            f"MATCH ? LIMIT ?)", (quote(w), COMMON_TERM_DOCS))["n"]))
+
+        def caller_matches(word: str, since: int = 0) -> int:
+            return int(tx.one(
+                f"SELECT count(*) AS n FROM (SELECT 1 FROM {fts} CROSS JOIN {table} r ON "
+                f"r.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {fts}.rowid > ? AND {where} "
+                "LIMIT ?)", (quote(word), since, *params, COMMON_TERM_DOCS))["n"])
+
+        def index_matches(word: str, since: int = 0) -> int:
+            return int(tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {fts} WHERE {fts} "
+                              f"MATCH ? AND rowid > ? LIMIT ?)",
+                              (quote(word), since, COMMON_TERM_DOCS))["n"])
+
+        scoped = self._counts.counter(filter_key(table, where, params), size, caller_matches,
+                                      more=caller_matches, cap=COMMON_TERM_DOCS)
+        bound = self._counts.counter((table, "index"), size, index_matches,
+                                     more=index_matches, cap=COMMON_TERM_DOCS)
         return (selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
                           bound=bound), scoped, size)
 
@@ -201,9 +215,13 @@ class TextSearch:
         keeps stays below), and ``N`` is counted once per filter up to :data:`IDF_ROWS`,
         remembered."""
         fts = f"{table}_fts"
-        rows = self._counts.counter((*key, "rows"), size, lambda _: int(tx.one(
-            f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE {where} LIMIT ?)",
-            (*params, IDF_ROWS))["n"]))("")
+        def rows_of(_: str, since: int = 0) -> int:
+            return int(tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE "
+                              f"r.rowid > ? AND {where} LIMIT ?)",
+                              (since, *params, IDF_ROWS))["n"])
+
+        rows = self._counts.counter((*key, "rows"), size, rows_of, more=rows_of,
+                                    cap=IDF_ROWS)("")
         if counted is None:
             counted = self._counts.counter((*key, "words"), size, lambda w: int(tx.one(
                 f"SELECT count(*) AS n FROM {fts} CROSS JOIN {table} r ON r.rowid = "
