@@ -29,7 +29,8 @@ from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
 from .inputs import options_arg, ref_arg
 from .layers.checkpoints import Checkpoints, task_arg
-from .layers.episodes import Episodes, run_thread
+from .layers.episode_records import run_thread
+from .layers.episodes import Episodes
 from .layers.facts import RETIRE_AFTER_CONTRADICTIONS, Facts
 from .layers.feedback import SIGNALS as FEEDBACK_SIGNALS
 from .layers.feedback import Feedback

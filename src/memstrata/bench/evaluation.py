@@ -96,7 +96,7 @@ def similarity_only(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]
     decision's freshness window; every hit is labelled current, as in a memory
     with no notion of supersession or re-check dates.
     """
-    from ..layers.episodes import episode_hit
+    from ..layers.episode_records import episode_hit
     from ..retrieval.ranking import fact_hit
 
     limit = max(req.k * 5, 25)

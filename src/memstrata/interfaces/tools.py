@@ -62,7 +62,7 @@ from ..arguments import (
 )
 from ..calls import checked_calls
 from ..errors import MemstrataError, ValidationError
-from ..layers.episodes import EpisodeInput, run_thread
+from ..layers.episode_records import EpisodeInput, run_thread
 from ..models import (
     Checkpoint,
     Fact,

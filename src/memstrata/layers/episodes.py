@@ -39,36 +39,21 @@ Contract:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field
-
 from ..calls import checked_calls
-from ..clock import Clock, from_text
+from ..clock import Clock
 from ..errors import ConfigError, NotFound, ValidationError
 from ..governance.policy import WritePolicy
 from ..governance.safety import screen_record
 from ..ids import new_id
 from ..inputs import MAX_K, MAX_SOURCE, dates_arg, int_arg, record_id_arg, text_arg
 from ..models import (
-    Actor,
-    Confidence,
     Episode,
     Hit,
-    LongText,
-    NameText,
-    OptionalLongText,
-    OptionalNameText,
-    OptionalSourceText,
-    Provenance,
-    Readers,
     Scope,
-    SourceText,
-    UTCDateTime,
-    _Model,
     build,
     make_scope,
 )
@@ -85,7 +70,15 @@ from ..scoping import (
 )
 from ..store.base import Database, Row, Tx
 from ..store.sql import chunks, contains_sql, like_param, marks
-from ..tokens import count_tokens
+from .episode_records import (
+    EpisodeInput,
+    episode_from_row,
+    episode_hit,
+    excerpt,
+    mentions,
+    row_hit,
+    run_thread,
+)
 from .indexing import IndexEntry, RecordIndex
 from .selector import Selector, narrowed, read_not_owned
 from .threads import CONTEXT_EPISODES, ThreadIndex
@@ -101,98 +94,6 @@ _SCORE_SELECT = ("SELECT r.tenant, r.id, r.text, r.event, r.subject, r.observed_
                  "s.supersedes = r.id) AS superseded FROM episodes r")
 #: Text columns a forget ``match`` searches.
 _TEXT_COLUMNS = ("text", "event", "evidence", "outcome", "source")
-
-
-class EpisodeInput(_Model):
-    """One episode as given by a caller, validated."""
-
-    scope: Scope
-    text: LongText
-    event: NameText = "note"
-    actor: Actor
-    source: SourceText
-    evidence: OptionalLongText = None
-    observed_at: UTCDateTime = None
-    outcome: OptionalLongText = None
-    confidence: Confidence = 1.0
-    expires_at: UTCDateTime = None
-    supersedes: OptionalNameText = None
-    readers: Readers = None
-    flags: list[str] = Field(default_factory=list)
-    subject: OptionalNameText = None
-    thread: OptionalSourceText = None
-
-
-def run_thread(run_id: str) -> str:
-    """The thread of the episodes a run logs unless they name another: ``run:RUN_ID``."""
-    return f"run:{run_id}"
-
-
-def episode_from_row(row: Row, superseded: bool = False, now: datetime | None = None) -> Episode:
-    expires = from_text(row["expires_at"])
-    status = "superseded" if superseded else "current"
-    if expires is not None and now is not None and expires <= now:
-        status = "expired"
-    return Episode.model_construct(
-        id=row["id"], scope=scope_from_row(row), event=row["event"], text=row["text"],
-        provenance=Provenance.model_construct(actor=row["actor"], source=row["source"],
-                                              evidence=row["evidence"]),
-        created_at=from_text(row["created_at"]), observed_at=from_text(row["observed_at"]),
-        outcome=row["outcome"], confidence=float(row["confidence"]), expires_at=expires,
-        supersedes=row["supersedes"], readers=load_json_list(row["readers"]), status=status,
-        flags=load_json_list(row["flags"]) or [], subject=row["subject"],
-        thread=row["thread"],
-    )
-
-
-def mentions(row: Row, subject: str) -> bool:
-    """Whether an episode is about ``subject`` (lower-case, as a forget's selector holds
-    it): its subject field is it, or its text names it as a whole word or phrase ("Al" is
-    in "Al reviewed the PR", not in "no malice intended")."""
-    if " ".join(str(row["subject"] or "").lower().split()) == subject:
-        return True
-    words = r"\s+".join(re.escape(w) for w in subject.split())
-    return re.search(rf"(?<!\w){words}(?!\w)", str(row["text"]), re.IGNORECASE) is not None
-
-
-def excerpt(text: str, query_terms: Sequence[str] = (), width: int = 240) -> str:
-    """A short window of ``text`` around the first query term (whole text if short)."""
-    text = " ".join(text.split())
-    if len(text) <= width:
-        return text
-    low = text.lower()
-    pos = min((p for p in (low.find(t) for t in query_terms) if p >= 0), default=0)
-    start = max(0, min(pos - width // 3, len(text) - width))
-    out = text[start:start + width]
-    return ("…" if start else "") + out + ("…" if start + width < len(text) else "")
-
-
-def episode_hit(ep: Episode, score: float, superseded: bool, terms_: Sequence[str]) -> Hit:
-    """The search result for an episode: reference, excerpt and metadata."""
-    return _hit(ep.id, ep.text, score, superseded, terms_, date=ep.observed_at, event=ep.event,
-                source=ep.provenance.source, actor=ep.provenance.actor, scope=ep.scope,
-                flags=ep.flags, outcome=ep.outcome, thread=ep.thread)
-
-
-def row_hit(row: Row, score: float, superseded: bool, terms_: Sequence[str]) -> Hit:
-    """:func:`episode_hit` straight from a stored row (the ranker builds no :class:`Episode`
-    for the candidates it keeps)."""
-    return _hit(row["id"], row["text"], score, superseded, terms_,
-                date=from_text(row["observed_at"]), event=row["event"], source=row["source"],
-                actor=row["actor"], scope=scope_from_row(row),
-                flags=load_json_list(row["flags"]) or [], outcome=row["outcome"],
-                thread=row["thread"])
-
-
-def _hit(eid: str, text: str, score: float, superseded: bool, terms_: Sequence[str], *,
-         date: datetime | None, event: str, source: str, actor: str, scope: Scope,
-         flags: Sequence[str], outcome: str | None, thread: str | None) -> Hit:
-    shown = excerpt(text, terms_)
-    return Hit(ref=f"episode:{eid}", layer="episodes", excerpt=shown, score=score, date=date,
-               event=event, source=source, actor=actor,
-               status="superseded" if superseded else "current", scope=scope,
-               untrusted="untrusted" in flags, outcome=outcome, thread=thread,
-               tokens=count_tokens(shown))
 
 
 #: A ranked search of the log: ``(scope, query, k, since, until, principal) -> hits``.

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ..layers.checkpoints import Checkpoints
-from ..layers.episodes import excerpt
+from ..layers.episode_records import excerpt
 from ..models import Checkpoint, Hit, Scope
 from ..store.lexical import bm25_idf
 from ..store.sql import checkpoint_vector_id

@@ -25,7 +25,8 @@ from typing import Any
 
 from ..clock import from_text
 from ..layers.checkpoints import Checkpoints
-from ..layers.episodes import Episodes, excerpt, row_hit
+from ..layers.episode_records import excerpt, row_hit
+from ..layers.episodes import Episodes
 from ..layers.facts import Facts
 from ..layers.indexing import RecordIndex
 from ..models import Fact, Hit, Scope
