@@ -5,6 +5,7 @@ The schema's invariants are checked on every backend in ``conformance/test_invar
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -241,17 +242,23 @@ def test_one_window_leaves_no_counts_to_another(tmp_path: Path) -> None:
 
 def test_a_word_without_its_accents_finds_the_accented_word(db_path: Path) -> None:
     """SQLite's index matches "cafe" to "café"; the ranker's check of which query words a
-    text holds folds accents the same way, so the match is evidence, not dropped."""
+    text holds folds accents the same way, so the match is evidence, not dropped. A query
+    typed decomposed (NFD) or with a Turkish "İ" (which lower-cases to "i" and a combining
+    dot) keeps its words whole."""
     mem = Memory.open(db_path, embedder=None)
     you = Scope(user="u")
     for n, text in enumerate(("Réunion au café à Montréal", "Her résumé lists a naïve approach")):
         mem.episodes.append(you, text=text, actor="user", source="chat:1", thread=f"t{n}")
-    for plain, accented in (("cafe", "café"), ("resume", "résumé"), ("naive", "naïve"),
-                            ("Montreal", "Montréal")):
+    mem.episodes.append(you, text="İstanbul gezisi planlandı", actor="user", source="c:2",
+                        thread="t9")
+    for plain, accented, held in (("cafe", "café", "café"), ("resume", "résumé", "résumé"),
+                                  ("naive", "naïve", "naïve"), ("Montreal", "Montréal", "café"),
+                                  ("istanbul", "İSTANBUL", "İstanbul"),
+                                  ("resume", unicodedata.normalize("NFD", "résumé"), "résumé")):
         found = [h.excerpt for h in mem.recall(you, plain, layers=["episodes"]).items]
         assert found == [h.excerpt for h in mem.recall(you, accented,
                                                        layers=["episodes"]).items]
-        assert len(found) == 1 and accented in found[0], (plain, found)
+        assert len(found) == 1 and held in found[0], (plain, found)
     mem.close()
 
 
@@ -308,4 +315,40 @@ def test_a_long_lived_process_weighs_words_as_a_fresh_one(
     assert [r for r, _ in long_lived] == [h.ref for h in fresh.episodes.search(you, query,
                                                                                k=10)]
     fresh.close()
+    mem.close()
+
+
+def test_a_long_lived_process_ranks_as_a_fresh_one_after_forgets_and_long_rows(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remembered counts over a large index: the mean entry length is topped up with the
+    rows written since like the word counts, and a forget of the newest rows (then writes
+    on the rowids SQLite gives again) makes the process count afresh, so after each step
+    a long-lived process ranks a request exactly as a fresh one."""
+    from memstrata.store import sqlite_search
+
+    monkeypatch.setattr(sqlite_search, "LARGE_INDEX_ROWS", 50)
+    you = Scope(user="u")
+    mem = Memory.open(db_path, embedder=None)
+    mem.episodes.append_many([{"scope": you, "text": f"olive note {i} kiwi" if i % 40 == 0
+                               else f"olive note {i} fig", "actor": "user",
+                               "source": f"c:{i}"} for i in range(160)])
+    query = "kiwi fig olive"
+
+    def same() -> bool:
+        fresh = Memory.open(db_path, embedder=None)
+        try:
+            return [(h.ref, round(h.score, 9)) for h in mem.episodes.search(you, query, k=10)] \
+                == [(h.ref, round(h.score, 9)) for h in fresh.episodes.search(you, query, k=10)]
+        finally:
+            fresh.close()
+
+    assert same()
+    long = mem.episodes.append_many([{"scope": you, "text": "fig " + "word " * 60 + str(i),
+                                      "actor": "user", "source": f"l:{i}"} for i in range(30)])
+    assert same()  # longer entries: the mean length moved
+    mem.forget(you, record_ids=[e.ref for e in long])
+    assert same()
+    mem.episodes.append_many([{"scope": you, "text": f"kiwi harvest {i}", "actor": "user",
+                               "source": f"k:{i}"} for i in range(30)])  # reused rowids
+    assert same()
     mem.close()

@@ -56,8 +56,10 @@ IDF_ROWS = 10 * COMMON_TERM_DOCS
 AllCommon = Literal["keep", "drop"]
 
 #: What a word is made of (after its first character, a letter or digit): the one rule for
-#: the query's words (:func:`terms`) and for the index's (:func:`plain_words`).
-_WORD_CHARS = r"\w'\-"
+#: the query's words (:func:`terms`) and for the index's (:func:`plain_words`). Combining
+#: marks belong to their word: "İ" lower-cases to "i" and a combining dot, and text typed
+#: decomposed (NFD) carries its accents as marks, where a word must not end.
+_WORD_CHARS = r"\w'\-\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _WORD_RE = re.compile(rf"[\w][{_WORD_CHARS}]*", re.UNICODE)
 
 
@@ -90,6 +92,8 @@ def fold(text: str) -> str:
 def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
     """Lowercase content words of ``text``, in order, without duplicates."""
     seen: dict[str, None] = {}
+    if not text.isascii():  # one form for the accents of a word, as typed either way
+        text = unicodedata.normalize("NFC", text)
     for raw in _WORD_RE.findall(text.lower()):
         word = raw.strip("'-").replace("'s", "")
         if not word or (not keep_stopwords and word in STOPWORDS):
@@ -225,6 +229,16 @@ class TermCounts:
             self._items[(*key, word)] = (n, top, top)
             return n
         return remembered
+
+    def peek(self, key: tuple[Any, ...], word: str) -> int | None:
+        """The count remembered under ``key`` for ``word`` as it stands (None: none)."""
+        entry = self._items.get((*key, word))
+        return entry[0] if entry is not None else None
+
+    def drop(self, table: str) -> None:
+        """Forget every count of ``table`` (rows were deleted: a count can only be topped
+        up with rows written since, never lowered)."""
+        self._items = {k: v for k, v in self._items.items() if k[0] != table}
 
 
 def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]:

@@ -78,6 +78,9 @@ class TextSearch:
 
     def __init__(self) -> None:
         self._counts = TermCounts()
+        #: Per table, what :meth:`_watch` saw last: the file's change state, the highest
+        #: rowid, that row's id and the index's row count.
+        self._seen: dict[str, tuple[tuple[int, ...], int, str | None, int]] = {}
 
     def search(self, tx: Any, table: str, query: str, where: str, params: Sequence[Any],
                limit: int, drop: Sequence[str] = (),
@@ -92,6 +95,7 @@ class TextSearch:
         (:meth:`_caller_stats`, :meth:`_caller_length`). In a small index whose every row
         the filter admits (one caller in the file) the statistics are the same, and
         SQLite's ``bm25`` over all the words is the score, in one query."""
+        self._watch(tx, table)
         words, counted, size = self._selective_words(tx, table, query, drop, where, params,
                                                      all_common)
         if not words:
@@ -99,6 +103,7 @@ class TextSearch:
         table_rows, table_len = self._table_stats(tx, table)
         small = counted is None
         key = _key(tx, table, where, params, small)
+        before = self._counts.peek((*key, "rows"), "")  # the sample before a top-up
         own, own_rows = self._caller_stats(tx, table, words, counted, where, params, key,
                                            size)
         fts = f"{table}_fts"
@@ -112,7 +117,7 @@ class TextSearch:
                 "ORDER BY s, r.id LIMIT ?",
                 (" OR ".join(quote(w) for w in words), *params, limit))
             return [(r["id"], -float(r["s"])) for r in rows]
-        own_len = self._caller_length(tx, table, where, params, key, size, own_rows)
+        own_len = self._caller_length(tx, table, where, params, key, size, own_rows, before)
         # FTS5's weight of each word (the table's rows and the rows matching it, counted
         # now: a remembered count would let the table's writes show through)
         table_idf = {w: fts5_idf(table_rows, int(tx.one(
@@ -140,6 +145,29 @@ class TextSearch:
             (*(x for w in words for x in (table_idf[w], own[w], quote(w), *params)),
              table_len, table_len, own_len, limit))
         return [(r["id"], float(r["s"])) for r in rows]
+
+    def _watch(self, tx: Any, table: str) -> None:
+        """Forget the table's remembered counts when rows were deleted since the last
+        search (a count is only ever topped up with the rows above the rowid it was taken
+        at): the highest rowid went down, the row that held it is another (a forget of the
+        newest rows, then a write on the rowids SQLite gives again), or the index lost rows
+        below it. Read only when the file changed."""
+        state = tuple(tx.changes())
+        seen = self._seen.get(table)
+        if seen is not None and seen[0] == state:
+            return
+        top = int((tx.one(f"SELECT max(rowid) AS n FROM {table}") or {}).get("n") or 0)
+        total = self._table_stats(tx, table)[0]
+        def id_at(rowid: int) -> str | None:
+            row = tx.one(f"SELECT id FROM {table} WHERE rowid = ?", (rowid,))
+            return str(row["id"]) if row else None
+        if seen is not None:
+            _, top0, id0, total0 = seen
+            above = int(tx.one(f"SELECT count(*) AS n FROM {table} WHERE rowid > ?",
+                               (top0,))["n"])
+            if top < top0 or id_at(top0) != id0 or total - total0 != above:
+                self._counts.drop(table)
+        self._seen[table] = (state, top, id_at(top), total)
 
     @staticmethod
     def _table_stats(tx: Any, table: str) -> tuple[int, float]:
@@ -229,14 +257,22 @@ class TextSearch:
         return {w: fts5_idf(rows, counted(w)) for w in words}, rows
 
     def _caller_length(self, tx: Any, table: str, where: str, params: Sequence[Any],
-                       key: tuple[Any, ...], size: int, rows: int) -> float:
+                       key: tuple[Any, ...], size: int, rows: int,
+                       before: int | None) -> float:
         """The mean length in tokens of the entries of the rows the filter admits: their
-        total over the ``rows`` of them that :meth:`_caller_stats` counted (at most
-        :data:`IDF_ROWS`), remembered like its counts."""
-        tokens = self._counts.counter((*key, "tokens"), size, lambda _: int(tx.one(
-            f"SELECT coalesce(sum(memstrata_doc_len(z.sz)), 0) AS n FROM (SELECT r.rowid AS "
-            f"rid FROM {table} r WHERE {where} LIMIT ?) c JOIN {table}_fts_docsize z ON "
-            "z.id = c.rid", (*params, IDF_ROWS))["n"]))("")
+        total over the ``rows`` of them that :meth:`_caller_stats` counted (the first
+        :data:`IDF_ROWS` by rowid), remembered like its counts and topped up with the rows
+        its count took since (``before``: that count before)."""
+        def tokens_of(since: int, take: int) -> int:
+            return int(tx.one(
+                f"SELECT coalesce(sum(memstrata_doc_len(z.sz)), 0) AS n FROM (SELECT r.rowid "
+                f"AS rid FROM {table} r WHERE r.rowid > ? AND {where} ORDER BY r.rowid "
+                f"LIMIT ?) c JOIN {table}_fts_docsize z ON z.id = c.rid",
+                (since, *params, take))["n"])
+
+        tokens = self._counts.counter(
+            (*key, "tokens"), size, lambda _: tokens_of(0, IDF_ROWS),
+            more=lambda _, since: tokens_of(since, max(IDF_ROWS - (before or 0), 0)))("")
         return max(tokens / rows if rows else 1.0, 1e-9)
 
 def _key(tx: Any, table: str, where: str, params: Sequence[Any],
