@@ -10,9 +10,11 @@ Contract (used by :class:`memstrata.store.postgres.PostgresDatabase`):
   user's or tenant's rows move no score. Matching goes through the SECURITY DEFINER
   functions of :mod:`memstrata.store.pg_schema` (the GIN index); user text is only ever a
   parameter.
-- In a large index very common query words are left out, as the caller's own counts say
-  (:func:`memstrata.store.lexical.selective`); the counts are remembered per process
-  (:class:`~memstrata.store.lexical.TermCounts`).
+- Over a large index (:data:`~memstrata.store.lexical.LARGE_INDEX_ROWS` rows or more) the
+  query drops its very common words by the caller's own counts, as on SQLite
+  (:func:`memstrata.store.lexical.selective`). A process remembers those counts
+  (:class:`~memstrata.store.lexical.TermCounts`) until the index grows by a tenth; a count
+  of 0 is asked again each time, so a word written later is found.
 """
 
 from __future__ import annotations
