@@ -471,3 +471,16 @@ def test_a_word_inside_a_cjk_clause_finds_it(mem: Memory) -> None:
             assert [h["ref"] for h in tool] == found
         assert mem.recall(li, "乌龙茶", layers=["facts"]).refs == [fact.record.ref]
         assert not mem.episodes.search(li, "咖啡", k=5)  # no clause holds it
+
+
+def test_a_part_of_a_hyphenated_or_underscored_word_finds_it(mem: Memory) -> None:
+    """The index holds "deploy-preview" and "foo_bar" with their parts as words; the
+    ranker's check of which query words a text holds counts the parts too (a match on
+    "preview" was no evidence and dropped)."""
+    you = Scope(user="u")
+    preview = mem.episodes.append(you, text="The deploy-preview failed", actor="user",
+                                  source="c:1", thread="t1")
+    renamed = mem.episodes.append(you, text="renamed foo_bar yesterday", actor="user",
+                                  source="c:2", thread="t2")
+    for word, ref in (("preview", preview.ref), ("bar", renamed.ref)):
+        assert [h.ref for h in mem.episodes.search(you, word, k=5)] == [ref], word

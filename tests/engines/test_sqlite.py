@@ -26,7 +26,7 @@ def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     names = [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")]
     assert names == ["m001_initial", "m002_tenants", "m003_episode_threads", "m004_api_keys",
                      "m005_drop_source_thread_index", "m006_fts_secure_delete",
-                     "m007_vector_files", "m008_checkpoint_vectors", "m009_cjk_words"]
+                     "m007_vector_files", "m008_checkpoint_vectors", "m009_words"]
     mem.close()
     Memory.open(f"sqlite:///{db_path}", embedder=None).close()  # reopen: no re-run
     assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names
@@ -251,10 +251,13 @@ def test_a_word_without_its_accents_finds_the_accented_word(db_path: Path) -> No
         mem.episodes.append(you, text=text, actor="user", source="chat:1", thread=f"t{n}")
     mem.episodes.append(you, text="İstanbul gezisi planlandı", actor="user", source="c:2",
                         thread="t9")
+    mem.episodes.append(you, text=unicodedata.normalize("NFD", "Trip to Việt Nam planned"),
+                        actor="user", source="c:3", thread="t8")  # stored decomposed
     for plain, accented, held in (("cafe", "café", "café"), ("resume", "résumé", "résumé"),
                                   ("naive", "naïve", "naïve"), ("Montreal", "Montréal", "café"),
                                   ("istanbul", "İSTANBUL", "İstanbul"),
-                                  ("resume", unicodedata.normalize("NFD", "résumé"), "résumé")):
+                                  ("resume", unicodedata.normalize("NFD", "résumé"), "résumé"),
+                                  ("Việt", unicodedata.normalize("NFD", "Việt"), "Trip")):
         found = [h.excerpt for h in mem.recall(you, plain, layers=["episodes"]).items]
         assert found == [h.excerpt for h in mem.recall(you, accented,
                                                        layers=["episodes"]).items]
@@ -280,9 +283,9 @@ def test_cjk_rows_indexed_before_m009_are_found_by_their_words(db_path: Path) ->
         c.execute("INSERT INTO episodes_fts (rowid, body, context) VALUES (?, ?, '')",
                   (rowid, "服务器部署失败了，因为缓存过期"))
         c.execute("DELETE FROM write_guard")
-        c.execute("DELETE FROM migrations WHERE name = 'm009_cjk_words'")
+        c.execute("DELETE FROM migrations WHERE name = 'm009_words'")
     c.close()
-    assert "m009_cjk_words" in [name for name, _ in sqlite_schema.MIGRATIONS.pending([])]
+    assert "m009_words" in [name for name, _ in sqlite_schema.MIGRATIONS.pending([])]
     again = Memory.open(db_path, embedder=None)  # applies m009
     assert [h.ref for h in again.episodes.search(you, "缓存", k=5)] == [zh.ref]
     assert again.doctor() == []

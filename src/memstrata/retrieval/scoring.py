@@ -24,6 +24,9 @@ def held(query_terms: Sequence[str], text: str) -> list[str]:
         return []
     folded = fold(text)
     words = terms(folded)
+    # the parts of "deploy-preview" or "foo_bar" too: the index holds them as words
+    words += [part for w in words if "-" in w or "_" in w
+              for part in w.replace("_", "-").split("-") if part]
     present = set(words)
     # " w1 w2 ...": a word starts with ``stem`` exactly when " " + stem occurs in it
     # (content words hold no spaces); one substring search instead of a loop over words

@@ -55,11 +55,13 @@ IDF_ROWS = 10 * COMMON_TERM_DOCS
 #: What :func:`selective` does when every matching word of a query is that common.
 AllCommon = Literal["keep", "drop"]
 
+#: The combining marks of Latin, Greek and Cyrillic letters, as ranges of a character class.
+COMBINING_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 #: What a word is made of (after its first character, a letter or digit): the one rule for
 #: the query's words (:func:`terms`) and for the index's (:func:`plain_words`). Combining
 #: marks belong to their word: "İ" lower-cases to "i" and a combining dot, and text typed
 #: decomposed (NFD) carries its accents as marks, where a word must not end.
-_WORD_CHARS = r"\w'\-\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_WORD_CHARS = rf"\w'\-{COMBINING_MARKS}"
 _WORD_RE = re.compile(rf"[\w][{_WORD_CHARS}]*", re.UNICODE)
 
 
@@ -112,9 +114,18 @@ _JOINERS_RE = re.compile(rf"[^\s{_WORD_CHARS}]+", re.UNICODE)
 def plain_words(text: str) -> str:
     """``text`` as words for a full-text parser that keeps paths, URLs, file names and
     versions whole: every run of other characters between words becomes a space, so an
-    index holds the words a query is split into (:func:`terms`); each CJK character is a
-    word of its own (:func:`cjk_spaced`)."""
-    return cjk_spaced(_JOINERS_RE.sub(" ", text))
+    index holds the words a query is split into (:func:`terms`), in :func:`index_form`."""
+    return index_form(_JOINERS_RE.sub(" ", text))
+
+
+def index_form(text: str) -> str:
+    """``text`` as an index holds it: composed (NFC, as a query's words are: text typed
+    decomposed carries a letter's accents as marks SQLite strips one by one, where the
+    query's composed letter keeps them) and each CJK character a word of its own
+    (:func:`cjk_spaced`)."""
+    if text.isascii():
+        return text
+    return cjk_spaced(unicodedata.normalize("NFC", text))
 
 
 #: Chinese, Japanese and Korean characters of the basic plane (kana, CJK ideographs,
@@ -249,6 +260,7 @@ def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]
 
 __all__ = [
     "CJK_CHARS",
+    "COMBINING_MARKS",
     "COMMON_TERM_DOCS",
     "IDF_ROWS",
     "LARGE_INDEX_ROWS",
@@ -261,6 +273,7 @@ __all__ = [
     "fts5_idf",
     "fts5_query",
     "has_cjk",
+    "index_form",
     "plain_words",
     "selective",
     "terms",

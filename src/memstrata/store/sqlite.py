@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, ConfigError, Conflict
 from .base import Capabilities, Row
-from .lexical import COMMON_TERM_DOCS, LARGE_INDEX_ROWS, AllCommon, cjk_spaced
+from .lexical import COMMON_TERM_DOCS, LARGE_INDEX_ROWS, AllCommon, index_form
 from .sql import chunks, marks
 from .sqlite_driver import sqlite3
 from .sqlite_schema import apply_pending
@@ -287,7 +287,7 @@ class SQLiteDatabase:
             raise BackendError(f"cannot index missing {table} row {record_id}")
         tx.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (row["rid"],))
         tx.execute(f"INSERT INTO {table}_fts (rowid, body, context) VALUES (?, ?, ?)",
-                   (row["rid"], cjk_spaced(text), cjk_spaced(context)))
+                   (row["rid"], index_form(text), index_form(context)))
 
     # -- vectors --------------------------------------------------------
     @property

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import BackendError
-from .lexical import CJK_CHARS, cjk_spaced
+from .lexical import CJK_CHARS, COMBINING_MARKS, index_form
 from .migrations import Migrations
 from .sql import checkpoint_vector_id_sql
 from .sqlite_driver import sqlite3
@@ -277,18 +277,20 @@ def m008_checkpoint_vectors(conn: sqlite3.Connection) -> None:
 
 
 @migration
-def m009_cjk_words(conn: sqlite3.Connection) -> None:
-    """Each Chinese, Japanese or Korean character is a token of its own
-    (:func:`memstrata.store.lexical.cjk_spaced`): the full-text rows written before, where a
-    clause without spaces was one token found by no word of it, are written again so."""
-    pattern = f"*[{CJK_CHARS}]*"  # the rows to write again (GLOB reads the ranges)
-    for table in ("facts", "episodes"):
-        rows = conn.execute(f"SELECT rowid, body, context FROM {table}_fts WHERE body GLOB ? "
-                            "OR context GLOB ?", (pattern, pattern)).fetchall()
-        for rowid, body, context in rows:
-            conn.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (rowid,))
-            conn.execute(f"INSERT INTO {table}_fts (rowid, body, context) VALUES (?, ?, ?)",
-                         (rowid, cjk_spaced(body or ""), cjk_spaced(context or "")))
+def m009_words(conn: sqlite3.Connection) -> None:
+    """The full-text rows hold their text in :func:`memstrata.store.lexical.index_form`:
+    each Chinese, Japanese or Korean character a token of its own (a clause without spaces
+    was one token, found by no word of it), and decomposed accents composed (as a query's
+    words are). The rows written before that hold either are written again so."""
+    for pattern in (f"*[{CJK_CHARS}]*", f"*[{COMBINING_MARKS}]*"):  # GLOB reads the ranges
+        for table in ("facts", "episodes"):
+            rows = conn.execute(f"SELECT rowid, body, context FROM {table}_fts WHERE body "
+                                "GLOB ? OR context GLOB ?", (pattern, pattern)).fetchall()
+            for rowid, body, context in rows:
+                conn.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (rowid,))
+                conn.execute(f"INSERT INTO {table}_fts (rowid, body, context) VALUES "
+                             "(?, ?, ?)", (rowid, index_form(body or ""),
+                                           index_form(context or "")))
 
 
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:
