@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
 
-from memstrata import Memory, NotFound, Scope
+from memstrata import ManualClock, Memory, NotFound, Scope
 
 ALICE_DOCS = Scope(user="alice", project="docs-site")
 ALICE_API = Scope(user="alice", project="api")
@@ -160,3 +162,36 @@ def test_a_word_first_written_after_a_search_that_found_none_is_found(
                                 actor="user", source="c:x")
     assert [h.ref for h in mem.episodes.search(you, "papaya", k=5)] == [lunch.ref]
     assert mem.recall(you, "papaya lunch", layers=["episodes"]).refs[:1] == [lunch.ref]
+
+
+def test_two_windows_are_weighed_with_their_own_counts(
+        store_url: str, scratch_url: str | None, clock: ManualClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over a large index a process remembers word counts per filter; two windows a caller
+    names ("since last month", "since this morning") are two filters: the second search
+    weighs the words by this morning's counts, as a fresh process does (the windows shared
+    one set of counts, the month's)."""
+    from backends import open_store
+    from memstrata.store import pg_search, sqlite_search
+
+    for module in (sqlite_search, pg_search):
+        monkeypatch.setattr(module, "LARGE_INDEX_ROWS", -1)
+    you = Scope(user="u")
+    now = clock.now()
+    mem = open_store(store_url, scratch_url, clock)
+    # the month: "zebra" in half the rows; this morning (the last 4 hours): in two of four
+    mem.episodes.append_many([
+        {"scope": you, "text": ("zebra " if i < 60 or i in (117, 119) else "kernel ")
+         + f"routine entry {i}", "actor": "user", "source": f"c:{i}",
+         "observed_at": now - timedelta(hours=120 - i)} for i in range(120)])
+    month, morning = now - timedelta(days=30), now - timedelta(hours=5)
+
+    def ranked(m: Memory, since: datetime) -> list[tuple[str, float]]:
+        return [(h.ref, round(h.score, 9))
+                for h in m.episodes.search(you, "zebra kernel", k=10, since=since)]
+
+    ranked(mem, month)
+    fresh = open_store(store_url, scratch_url, clock)
+    assert ranked(mem, morning) == ranked(fresh, morning)
+    fresh.close()
+    mem.close()

@@ -14,7 +14,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 STOPWORDS = frozenset({
@@ -253,9 +253,13 @@ class TermCounts:
 
 
 def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]:
-    """A filter's identity for :class:`TermCounts`: its SQL and parameters, without the
-    times (the current time of an expiry test changes on every call)."""
-    return (table, where, *(p for p in params if not isinstance(p, datetime | date)))
+    """A filter's identity for :class:`TermCounts`: its SQL and parameters, its times to
+    the hour. The current time of an expiry test, or of a window a decision keeps ("the
+    last 90 days"), changes on every call: counts are taken again once an hour. Two
+    windows a caller names ("since yesterday", "since last month") are two filters, never
+    weighed with each other's counts."""
+    return (table, where, *(p.replace(minute=0, second=0, microsecond=0)
+                            if isinstance(p, datetime) else p for p in params))
 
 
 __all__ = [
