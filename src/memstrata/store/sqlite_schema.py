@@ -282,15 +282,14 @@ def m009_words(conn: sqlite3.Connection) -> None:
     each Chinese, Japanese or Korean character a token of its own (a clause without spaces
     was one token, found by no word of it), and decomposed accents composed (as a query's
     words are). The rows written before that hold either are written again so."""
-    for pattern in (f"*[{CJK_CHARS}]*", f"*[{COMBINING_MARKS}]*"):  # GLOB reads the ranges
-        for table in ("facts", "episodes"):
-            rows = conn.execute(f"SELECT rowid, body, context FROM {table}_fts WHERE body "
-                                "GLOB ? OR context GLOB ?", (pattern, pattern)).fetchall()
-            for rowid, body, context in rows:
-                conn.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (rowid,))
-                conn.execute(f"INSERT INTO {table}_fts (rowid, body, context) VALUES "
-                             "(?, ?, ?)", (rowid, index_form(body or ""),
-                                           index_form(context or "")))
+    pattern = f"*[{CJK_CHARS}{COMBINING_MARKS}]*"  # one pass; GLOB reads the ranges
+    for table in ("facts", "episodes"):
+        rows = conn.execute(f"SELECT rowid, body, context FROM {table}_fts WHERE body GLOB ? "
+                            "OR context GLOB ?", (pattern, pattern)).fetchall()
+        for rowid, body, context in rows:
+            conn.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (rowid,))
+            conn.execute(f"INSERT INTO {table}_fts (rowid, body, context) VALUES (?, ?, ?)",
+                         (rowid, index_form(body or ""), index_form(context or "")))
 
 
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:
