@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import logging
 import os
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -55,6 +54,7 @@ from .models import (
     Scope,
     make_scope,
 )
+from .notices import say_once
 from .retrieval.context import assemble
 from .retrieval.ranking import Ranker, RankSources, hybrid
 from .retrieval.recall import Gate, Recall
@@ -445,18 +445,12 @@ def _query(query: str | None, need: str | None) -> str:
 _LOG_FIELDS = frozenset(inspect.signature(Episodes.append).parameters) - {
     "self", "scope", "text", "source", "actor"}
 
-_NOTICES: set[str] = set()
-
-
 def _lexical_notice(missing: Sequence[str]) -> None:
     """Say once per process that search is lexical only, and what to install."""
-    if "lexical" in _NOTICES:
-        return
-    _NOTICES.add("lexical")
-    logging.getLogger("memstrata").warning(
-        "memstrata: no embedder installed (missing %s): every search is lexical only; "
-        "pip install 'memstrata[embeddings]' for semantic search, or set "
-        "MEMSTRATA_EMBEDDER=none to say you mean it", ", ".join(missing))
+    say_once("lexical",
+             "memstrata: no embedder installed (missing %s): every search is lexical only; "
+             "pip install 'memstrata[embeddings]' for semantic search, or set "
+             "MEMSTRATA_EMBEDDER=none to say you mean it", ", ".join(missing))
 
 
 def _resolve_embedder(embedder: Any) -> Embedder | None:

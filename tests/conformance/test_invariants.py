@@ -121,7 +121,7 @@ def test_records_written_without_an_embedder_are_reported_and_mended(
     vector, which the write says once; doctor counts it per table; reindex(missing=True)
     embeds exactly those records, keeps the others' vectors, and semantic search finds it."""
     from backends import open_store
-    from memstrata.layers import indexing
+    from memstrata import notices
 
     embedded = open_store(store_url, scratch_url, clock, minilm)
     embedded.episodes.append(alice, text="the deploy failed because of a stale cache",
@@ -129,7 +129,7 @@ def test_records_written_without_an_embedder_are_reported_and_mended(
     embedded.checkpoints.save(alice, "release", objective="ship the notes")
     assert embedded.doctor() == []
     embedded.close()
-    indexing._SAID.discard("unembedded")
+    notices._SAID.discard("unembedded")
     plain = open_store(store_url, scratch_url, clock)
     with caplog.at_level("WARNING", logger="memstrata"):
         plain.episodes.append(alice, text="Alice adopted a golden retriever puppy named "
@@ -163,7 +163,7 @@ def test_an_edited_approval_or_a_checkpoint_without_an_embedder_is_counted_and_m
     would answer for words that are gone); a checkpoint version saved without one says so
     once; doctor counts both and reindex(missing=True) remakes them from the new text."""
     from backends import open_store
-    from memstrata.layers import indexing
+    from memstrata import notices
 
     embedded = open_store(store_url, scratch_url, clock, minilm)
     held = embedded.facts.propose(alice, claim="Alice prefers green tea in the morning",
@@ -171,7 +171,7 @@ def test_an_edited_approval_or_a_checkpoint_without_an_embedder_is_counted_and_m
                                   actor="agent", source="chat:1")
     assert held.status == "pending" and held.record is not None
     embedded.close()
-    indexing._SAID.discard("unembedded")
+    notices._SAID.discard("unembedded")
     plain = open_store(store_url, scratch_url, clock)
     with caplog.at_level("WARNING", logger="memstrata"):
         plain.checkpoints.save(alice, "rota", objective="plan the night rota")

@@ -20,12 +20,12 @@ running the reindex again starts over and completes it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BackendError, MemstrataError
+from ..notices import said, say_once
 from ..store.base import Database, Tx, VectorIndex
 from ..store.sql import VECTORS_IN_USE_SQL, without_vector_sql
 
@@ -132,26 +132,16 @@ class RecordIndex:
         misses it, and what mends it. Read in a transaction of its own before the write's
         (a read of the vectors inside a write transaction would take the tenant's lock
         after the thread's on PostgreSQL); asked once per tenant."""
-        if "unembedded" in _SAID or tenant in self._asked:
+        if said("unembedded") or tenant in self._asked:
             return
         self._asked.add(tenant)
         with self.db.transaction(tenant, write=False) as tx:
             has = tx.one(VECTORS_IN_USE_SQL, (tenant,))
         if has is not None:
-            _say_unembedded()
-
-
-#: What this process has said once (:meth:`RecordIndex.unembedded`).
-_SAID: set[str] = set()
-
-
-def _say_unembedded() -> None:
-    _SAID.add("unembedded")
-    logging.getLogger("memstrata").warning(
-        "memstrata: this store has vectors, but it was opened without an embedder: records "
-        "written now get no vector and semantic search misses them; open it with its "
-        "embedder, or run `memstrata reindex --missing` afterwards (`memstrata doctor` "
-        "counts them)")
+            say_once("unembedded", "memstrata: this store has vectors, but it was opened "
+                     "without an embedder: records written now get no vector and semantic "
+                     "search misses them; open it with its embedder, or run `memstrata "
+                     "reindex --missing` afterwards (`memstrata doctor` counts them)")
 
 
 class Embeddable(Protocol):

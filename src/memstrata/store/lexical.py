@@ -140,31 +140,14 @@ _CJK_RE = re.compile(f"([{CJK_CHARS}\U00020000-\U0002fa1f])")
 
 def has_cjk(text: str) -> bool:
     """Whether ``text`` holds a Chinese, Japanese or Korean character."""
-    return _CJK_RE.search(text) is not None
+    return not text.isascii() and _CJK_RE.search(text) is not None
 
 
 def cjk_spaced(text: str) -> str:
     """``text`` with each CJK character set apart by spaces: the index holds one token per
     character and a query word of them is a phrase of adjacent characters, so "缓存" finds
     "服务器部署失败了，因为缓存过期" (Latin text is unchanged)."""
-    if text.isascii() or not has_cjk(text):
-        return text
-    return _CJK_RE.sub(r" \1 ", text)
-
-
-def fts5_query(text: str, drop: Sequence[str] = ()) -> str:
-    """An FTS5 MATCH expression: quoted content words joined by OR ('' if none); words in
-    ``drop`` (lowercase, e.g. names the caller boosts separately) are left out."""
-    dropped = set(drop)
-    words = [w for w in terms(text) if w not in dropped]
-    return " OR ".join('"' + cjk_spaced(w).replace('"', '""') + '"' for w in words[:64])
-
-
-def tsquery(text: str, drop: Sequence[str] = ()) -> str:
-    """A PostgreSQL ``to_tsquery`` expression: content words joined by ``|``."""
-    dropped = set(drop)
-    words = [re.sub(r"[^\w]", "", w) for w in terms(text) if w not in dropped]
-    return " | ".join(w for w in words[:64] if w)
+    return _CJK_RE.sub(r" \1 ", text) if has_cjk(text) else text
 
 
 def selective(words: Sequence[str], common: int, count: Callable[[str], int], *,
@@ -275,11 +258,9 @@ __all__ = [
     "filter_key",
     "fold",
     "fts5_idf",
-    "fts5_query",
     "has_cjk",
     "index_form",
     "plain_words",
     "selective",
     "terms",
-    "tsquery",
 ]

@@ -95,12 +95,14 @@ class TextSearch:
         (:meth:`_caller_stats`, :meth:`_caller_length`). In a small index whose every row
         the filter admits (one caller in the file) the statistics are the same, and
         SQLite's ``bm25`` over all the words is the score, in one query."""
-        self._watch(tx, table)
-        words, counted, size = self._selective_words(tx, table, query, drop, where, params,
-                                                     all_common)
+        top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
+        size = int(top["n"] or 0) if top else 0
+        table_rows, table_len = self._table_stats(tx, table)
+        self._watch(tx, table, size, table_rows)
+        words, counted = self._selective_words(tx, table, query, drop, where, params,
+                                               all_common, size)
         if not words:
             return []
-        table_rows, table_len = self._table_stats(tx, table)
         small = counted is None
         key = _key(tx, table, where, params, small)
         before = self._counts.peek((*key, "rows"), "")  # the sample before a top-up
@@ -146,18 +148,18 @@ class TextSearch:
              table_len, table_len, own_len, limit))
         return [(r["id"], float(r["s"])) for r in rows]
 
-    def _watch(self, tx: Any, table: str) -> None:
+    def _watch(self, tx: Any, table: str, top: int, total: int) -> None:
         """Forget the table's remembered counts when rows were deleted since the last
         search (a count is only ever topped up with the rows above the rowid it was taken
         at): the highest rowid went down, the row that held it is another (a forget of the
         newest rows, then a write on the rowids SQLite gives again), or the index lost rows
-        below it. Read only when the file changed."""
+        below it (``top``: the highest rowid; ``total``: the index's rows). Read only when
+        the file changed."""
         state = tuple(tx.changes())
         seen = self._seen.get(table)
         if seen is not None and seen[0] == state:
             return
-        top = int((tx.one(f"SELECT max(rowid) AS n FROM {table}") or {}).get("n") or 0)
-        total = self._table_stats(tx, table)[0]
+
         def id_at(rowid: int) -> str | None:
             row = tx.one(f"SELECT id FROM {table} WHERE rowid = ?", (rowid,))
             return str(row["id"]) if row else None
@@ -180,7 +182,7 @@ class TextSearch:
 
     def _selective_words(self, tx: Any, table: str, query: str, drop: Sequence[str],
                          where: str, params: Sequence[Any], all_common: AllCommon,
-                         ) -> tuple[list[str], Callable[[str], int] | None, int]:
+                         size: int) -> tuple[list[str], Callable[[str], int] | None]:
         """The words to match, the caller's count of each (remembered; None when the index
         or the caller's rows are fewer than :data:`LARGE_INDEX_ROWS`: then every count is
         exact, see :func:`_key`) and the index size. In a large index, terms that occur in
@@ -194,24 +196,18 @@ class TextSearch:
         wanted; both are remembered (:class:`~memstrata.store.lexical.TermCounts`)."""
         dropped = set(drop)
         words = [w for w in terms(query) if w not in dropped][:64]
-        top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
-        size = int(top["n"] or 0) if top else 0
         if size == 0 or not words:
-            return [], None, size  # an empty index matches nothing (no facts yet, say)
+            return [], None  # an empty index matches nothing (no facts yet, say)
         fts = f"{table}_fts"
         # each count reads the rows above a rowid (0: all): a remembered count is brought
         # up to date with the rows written since (TermCounts)
-        def rows_of(_: str, since: int = 0) -> int:
-            return int(tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE "
-                              f"r.rowid > ? AND {where} LIMIT ?)",
-                              (since, *params, LARGE_INDEX_ROWS))["n"])
-
+        rows_of = _rows_above(tx, table, where, params, LARGE_INDEX_ROWS)
         if size < LARGE_INDEX_ROWS or self._counts.counter(
-                (*filter_key(table, where, params), "caller"), size, rows_of, more=rows_of,
-                cap=LARGE_INDEX_ROWS)("") < LARGE_INDEX_ROWS:
+                (*filter_key(table, where, params), "caller"), size, lambda _: rows_of("", 0),
+                more=rows_of, cap=LARGE_INDEX_ROWS)("") < LARGE_INDEX_ROWS:
             # a small index, or a caller with few rows in a large one (its own count
             # decides, never the others' rows): every word, exact counts
-            return words, None, size
+            return words, None
 
         def caller_matches(word: str, since: int = 0) -> int:
             return int(tx.one(
@@ -229,7 +225,7 @@ class TextSearch:
         bound = self._counts.counter((table, "index"), size, index_matches,
                                      more=index_matches, cap=COMMON_TERM_DOCS)
         return (selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
-                          bound=bound), scoped, size)
+                          bound=bound), scoped)
 
     def _caller_stats(self, tx: Any, table: str, words: list[str],
                       counted: Callable[[str], int] | None, where: str,
@@ -243,13 +239,9 @@ class TextSearch:
         keeps stays below), and ``N`` is counted once per filter up to :data:`IDF_ROWS`,
         remembered."""
         fts = f"{table}_fts"
-        def rows_of(_: str, since: int = 0) -> int:
-            return int(tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE "
-                              f"r.rowid > ? AND {where} LIMIT ?)",
-                              (since, *params, IDF_ROWS))["n"])
-
-        rows = self._counts.counter((*key, "rows"), size, rows_of, more=rows_of,
-                                    cap=IDF_ROWS)("")
+        rows_of = _rows_above(tx, table, where, params, IDF_ROWS)
+        rows = self._counts.counter((*key, "rows"), size, lambda _: rows_of("", 0),
+                                    more=rows_of, cap=IDF_ROWS)("")
         if counted is None:
             counted = self._counts.counter((*key, "words"), size, lambda w: int(tx.one(
                 f"SELECT count(*) AS n FROM {fts} CROSS JOIN {table} r ON r.rowid = "
@@ -274,6 +266,16 @@ class TextSearch:
             (*key, "tokens"), size, lambda _: tokens_of(0, IDF_ROWS),
             more=lambda _, since: tokens_of(since, max(IDF_ROWS - (before or 0), 0)))("")
         return max(tokens / rows if rows else 1.0, 1e-9)
+
+def _rows_above(tx: Any, table: str, where: str, params: Sequence[Any],
+                cap: int) -> Callable[[str, int], int]:
+    """The count, up to ``cap``, of the rows the filter admits above a rowid (0: all), as
+    :class:`TermCounts` takes it (its word argument unused)."""
+    def count(_: str, since: int) -> int:
+        return int(tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE "
+                          f"r.rowid > ? AND {where} LIMIT ?)", (since, *params, cap))["n"])
+    return count
+
 
 def _key(tx: Any, table: str, where: str, params: Sequence[Any],
          small: bool) -> tuple[Any, ...]:
