@@ -124,12 +124,20 @@ def _scores(mem: Memory, scope: Scope, query: str) -> list[tuple[str, float]]:
     return [(h.excerpt, round(h.score, 9)) for h in mem.episodes.search(scope, query, k=10)]
 
 
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
 @pytest.mark.parametrize("other", [Scope(user="ana", project="harbor"),
                                    Scope(tenant="acme", user="zed")], ids=["user", "tenant"])
-def test_another_callers_rows_never_move_a_ranking(mem: Memory, other: Scope) -> None:
+def test_another_callers_rows_never_move_a_ranking(mem: Memory, other: Scope, large: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """bo's rows searched alone, then beside another user's or tenant's rows full of the
     query's words (and of other lengths): the same hits, the same scores (a word's weight
-    and the mean entry length come from bo's rows alone)."""
+    and the mean entry length come from bo's rows alone). Over a large index too, where a
+    caller alone in it is scored in one query and a caller beside others word by word."""
+    from memstrata.store import pg_search, sqlite_search
+
+    if large:
+        for module in (sqlite_search, pg_search):
+            monkeypatch.setattr(module, "LARGE_INDEX_ROWS", -1)
     bo = Scope(user="bo", project="harbor")
     for text, source in (("Kickoff call with the Zephyrine team went fine", "b:1"),
                          ("The kickoff deck needs a budget slide before Friday's review",
