@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memstrata.store.lexical import TermCounts, filter_key, selective
+from memstrata.store.lexical import TermCounts, cjk_pairs, filter_key, selective, terms
 
 COMMON = 10
 
@@ -67,3 +67,14 @@ def test_term_counts_hold_while_the_index_grows_by_less_than_a_tenth() -> None:
     assert memory.counter(key, 120_000, count)("deploy") == 7 and calls == ["deploy"] * 2
     assert memory.counter(filter_key("episodes", "r.tenant = ?", ["other"]), 120_000,
                           count)("deploy") == 7 and len(calls) == 3
+
+
+def test_a_cjk_run_is_taken_as_its_overlapping_pairs() -> None:
+    """Chinese and Japanese put no spaces between words: a run longer than two characters
+    is its overlapping pairs, a shorter one is kept whole, Latin pieces stay words."""
+    assert terms("为什么部署失败？") == ["为什", "什么", "么部", "部署", "署失", "失败"]
+    assert terms("缓存") == ["缓存"]
+    assert terms("redis缓存过期") == ["redis", "缓存", "存过", "过期"]
+    assert cjk_pairs("v2版本") == ["v2", "版本"]
+    assert terms("배포가 실패") == ["배포", "포가", "실패"]
+    assert terms("The deploy failed") == ["deploy", "failed"]

@@ -473,6 +473,28 @@ def test_a_word_inside_a_cjk_clause_finds_it(mem: Memory) -> None:
         assert not mem.episodes.search(li, "咖啡", k=5)  # no clause holds it
 
 
+def test_an_unspaced_cjk_question_finds_the_clause_that_holds_its_words(
+        mem: Memory) -> None:
+    """A question typed without spaces, as Chinese and Japanese are written, is not one
+    phrase that no text holds whole: its overlapping character pairs find the clause that
+    holds its words, first, through search, recall and the agents' tool (it found nothing
+    before; "部署失败" alone did)."""
+    li = Scope(user="li")
+    clauses = ("服务器部署失败了，因为缓存过期", "我们明天开会讨论预算",
+               "昨日のデプロイは失敗しました", "新しいサーバーを注文した")
+    refs = [mem.episodes.append(li, text=t, actor="user", source=f"chat:{n}",
+                                thread=f"t{n}").ref for n, t in enumerate(clauses)]
+    with ToolDispatcher(mem, li) as tools:
+        for question, holder in (("为什么部署失败？", 0), ("缓存什么时候过期", 0),
+                                 ("明天讨论什么", 1), ("デプロイが失敗した理由は", 2)):
+            found = [h.ref for h in mem.episodes.search(li, question, k=5)]
+            assert found[:1] == [refs[holder]], (question, found)
+            tool = tools.dispatch("search_history", {"query": question, "k": 5})["hits"]
+            assert [h["ref"] for h in tool] == found
+            assert mem.recall(li, question, layers=["episodes"]).refs[:1] == [refs[holder]]
+        assert not mem.episodes.search(li, "咖啡在哪里买", k=5)  # no clause holds a pair
+
+
 def test_a_part_of_a_hyphenated_or_underscored_word_finds_it(mem: Memory) -> None:
     """The index holds "deploy-preview" and "foo_bar" with their parts as words; the
     ranker's check of which query words a text holds counts the parts too (a match on

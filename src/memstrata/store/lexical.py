@@ -96,16 +96,44 @@ def fold(text: str) -> str:
 
 
 def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
-    """Lowercase content words of ``text``, in order, without duplicates."""
+    """Lowercase content words of ``text``, in order, without duplicates. A run of CJK
+    characters longer than two is taken as its overlapping pairs (:func:`cjk_pairs`)."""
     seen: dict[str, None] = {}
-    if not text.isascii():  # one form for the accents of a word, as typed either way
+    ascii_only = text.isascii()
+    if not ascii_only:  # one form for the accents of a word, as typed either way
         text = unicodedata.normalize("NFC", text)
     for raw in _WORD_RE.findall(text.lower()):
         word = raw.strip("'-").replace("'s", "")
         if not word or (not keep_stopwords and word in STOPWORDS):
             continue
-        seen.setdefault(word, None)
+        if ascii_only or not has_cjk(word):
+            seen.setdefault(word, None)
+            continue
+        for part in cjk_pairs(word):
+            if keep_stopwords or part not in STOPWORDS:
+                seen.setdefault(part, None)
     return list(seen)
+
+
+def cjk_pairs(word: str) -> list[str]:
+    """The words of a token that holds CJK characters: each run of them longer than two as
+    its overlapping pairs ("为什么部署失败" -> 为什, 什么, 么部, 部署, 署失, 失败), a shorter
+    run as it is, and the other characters' pieces as words. Chinese and Japanese put no
+    spaces between words, so a question typed as one run would be one phrase that no text
+    holds whole; its pairs find the texts that hold its words, the way CJK search engines
+    index text (a pair is a phrase of two adjacent characters in the index:
+    :func:`cjk_spaced`)."""
+    out: list[str] = []
+    for run in _CJK_RUN_RE.findall(word):
+        if not _CJK_RE.match(run):
+            piece = run.strip("'-_")
+            if piece:
+                out.append(piece)
+        elif len(run) <= 2:
+            out.append(run)
+        else:
+            out.extend(run[i:i + 2] for i in range(len(run) - 1))
+    return out
 
 
 #: What joins words into one token for PostgreSQL's parser but not for a query's words: a
@@ -140,6 +168,8 @@ def index_form(text: str) -> str:
 CJK_CHARS = ("\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
              "\uf900-\ufaff\uff66-\uff9f")
 _CJK_RE = re.compile(f"([{CJK_CHARS}\U00020000-\U0002fa1f])")
+_CJK_RUN_RE = re.compile(f"[{CJK_CHARS}\U00020000-\U0002fa1f]+|[^{CJK_CHARS}"
+                         "\U00020000-\U0002fa1f]+")
 
 
 def has_cjk(text: str) -> bool:
@@ -258,6 +288,7 @@ __all__ = [
     "STOPWORDS",
     "AllCommon",
     "TermCounts",
+    "cjk_pairs",
     "cjk_spaced",
     "filter_key",
     "fold",
