@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import unicodedata
 from typing import Any
 
 from backends import StoreProbe, open_store
@@ -493,6 +494,30 @@ def test_an_unspaced_cjk_question_finds_the_clause_that_holds_its_words(
             assert [h["ref"] for h in tool] == found
             assert mem.recall(li, question, layers=["episodes"]).refs[:1] == [refs[holder]]
         assert not mem.episodes.search(li, "咖啡在哪里买", k=5)  # no clause holds a pair
+
+
+def test_a_word_without_its_accents_finds_the_accented_word(mem: Memory) -> None:
+    """"cafe" finds "café" and "café" finds "cafe", on every backend (SQLite's tokenizer
+    drops accents; PostgreSQL's rows are indexed without them and a query word is matched
+    in both forms); the ranker's check of which query words a text holds folds accents the
+    same way, so the match is evidence, not dropped. A query typed decomposed (NFD) or with
+    a Turkish "İ" (which lower-cases to "i" and a combining dot) keeps its words whole."""
+    you = Scope(user="u")
+    for n, text in enumerate(("Réunion au café à Montréal", "Her résumé lists a naïve approach")):
+        mem.episodes.append(you, text=text, actor="user", source="chat:1", thread=f"t{n}")
+    mem.episodes.append(you, text="İstanbul gezisi planlandı", actor="user", source="c:2",
+                        thread="t9")
+    mem.episodes.append(you, text=unicodedata.normalize("NFD", "Trip to Việt Nam planned"),
+                        actor="user", source="c:3", thread="t8")  # stored decomposed
+    for plain, accented, held in (("cafe", "café", "café"), ("resume", "résumé", "résumé"),
+                                  ("naive", "naïve", "naïve"), ("Montreal", "Montréal", "café"),
+                                  ("istanbul", "İSTANBUL", "İstanbul"),
+                                  ("resume", unicodedata.normalize("NFD", "résumé"), "résumé"),
+                                  ("Việt", unicodedata.normalize("NFD", "Việt"), "Trip")):
+        found = [h.excerpt for h in mem.recall(you, plain, layers=["episodes"]).items]
+        assert found == [h.excerpt for h in mem.recall(you, accented,
+                                                       layers=["episodes"]).items]
+        assert len(found) == 1 and held in found[0], (plain, found)
 
 
 def test_a_part_of_a_hyphenated_or_underscored_word_finds_it(mem: Memory) -> None:

@@ -266,6 +266,25 @@ def test_failed_batches_leave_no_rows_or_index_rows(pg: AppDatabase) -> None:
         assert any("missing from episodes_fts" in p for p in mem.doctor())
 
 
+def test_a_row_indexed_with_its_accents_is_still_found(pg: AppDatabase) -> None:
+    """Rows are indexed without accents ("café" as "cafe"), and a query word is matched in
+    both forms: a row indexed before that, with its accents, is still found by the word
+    typed with them (its full-text row is written here as it was then)."""
+    you = Scope(user="u")
+    with Memory.open(pg.app_url, embedder=None) as mem:
+        old = mem.episodes.append(you, text="Réunion au café à Montréal", actor="user",
+                                  source="chat:1", thread="t1")
+        new = mem.episodes.append(you, text="Le café de la gare ferme tôt", actor="user",
+                                  source="chat:2", thread="t2")
+        with app(pg, "default") as c:
+            c.execute("UPDATE episodes_fts SET tsv = setweight(to_tsvector('english', %s), "
+                      "'A') WHERE id = %s", ("Réunion au café à Montréal", old.id))
+            c.commit()
+        assert {h.ref for h in mem.episodes.search(you, "café", k=5)} == {old.ref, new.ref}
+        # the word typed without its accents finds the rows indexed without them
+        assert [h.ref for h in mem.episodes.search(you, "cafe gare", k=5)][:1] == [new.ref]
+
+
 # ------------------------------------------------------------------ forget
 
 

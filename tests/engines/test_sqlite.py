@@ -5,7 +5,6 @@ The schema's invariants are checked on every backend in ``conformance/test_invar
 
 from __future__ import annotations
 
-import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -238,31 +237,6 @@ def test_one_window_leaves_no_counts_to_another(tmp_path: Path) -> None:
     assert _hits(mem, alice, "cache deploy", since="2026-02-01T00:00:00Z") == february
     mem.close()
     fresh.close()
-
-
-def test_a_word_without_its_accents_finds_the_accented_word(db_path: Path) -> None:
-    """SQLite's index matches "cafe" to "café"; the ranker's check of which query words a
-    text holds folds accents the same way, so the match is evidence, not dropped. A query
-    typed decomposed (NFD) or with a Turkish "İ" (which lower-cases to "i" and a combining
-    dot) keeps its words whole."""
-    mem = Memory.open(db_path, embedder=None)
-    you = Scope(user="u")
-    for n, text in enumerate(("Réunion au café à Montréal", "Her résumé lists a naïve approach")):
-        mem.episodes.append(you, text=text, actor="user", source="chat:1", thread=f"t{n}")
-    mem.episodes.append(you, text="İstanbul gezisi planlandı", actor="user", source="c:2",
-                        thread="t9")
-    mem.episodes.append(you, text=unicodedata.normalize("NFD", "Trip to Việt Nam planned"),
-                        actor="user", source="c:3", thread="t8")  # stored decomposed
-    for plain, accented, held in (("cafe", "café", "café"), ("resume", "résumé", "résumé"),
-                                  ("naive", "naïve", "naïve"), ("Montreal", "Montréal", "café"),
-                                  ("istanbul", "İSTANBUL", "İstanbul"),
-                                  ("resume", unicodedata.normalize("NFD", "résumé"), "résumé"),
-                                  ("Việt", unicodedata.normalize("NFD", "Việt"), "Trip")):
-        found = [h.excerpt for h in mem.recall(you, plain, layers=["episodes"]).items]
-        assert found == [h.excerpt for h in mem.recall(you, accented,
-                                                       layers=["episodes"]).items]
-        assert len(found) == 1 and held in found[0], (plain, found)
-    mem.close()
 
 
 def test_cjk_rows_indexed_before_m009_are_found_by_their_words(db_path: Path) -> None:

@@ -145,9 +145,11 @@ _JOINERS_RE = re.compile(rf"[^\s{_WORD_CHARS}]+", re.UNICODE)
 
 def plain_words(text: str) -> str:
     """``text`` as words for a full-text parser that keeps paths, URLs, file names and
-    versions whole: every run of other characters between words becomes a space, so an
-    index holds the words a query is split into (:func:`terms`), in :func:`index_form`."""
-    return index_form(_JOINERS_RE.sub(" ", text))
+    versions whole (PostgreSQL's): every run of other characters between words becomes a
+    space, so an index holds the words a query is split into (:func:`terms`), in
+    :func:`index_form`, without their accents (:func:`fold`: "café" is held as "cafe", as
+    SQLite's tokenizer holds it; a query word is matched in both forms)."""
+    return index_form(fold(_JOINERS_RE.sub(" ", text)))
 
 
 def index_form(text: str) -> str:

@@ -32,6 +32,7 @@ from .lexical import (
     bm25_idf,
     cjk_spaced,
     filter_key,
+    fold,
     selective,
     terms,
 )
@@ -48,6 +49,15 @@ _FILTER_COLUMN_RE = re.compile(r"\br\.([a-z_]+)")
 #: How many of the tenant's matches of a word its scoped count reads first, in
 #: COMMON_TERM_DOCS (see _rare_words).
 _COUNT_FIRST = 2
+
+
+def _tsquery(word: str) -> tuple[str, tuple[str, ...]]:
+    """The tsquery of one query word and its parameters: the word, or the word or its form
+    without accents where they differ (rows are indexed without them,
+    :func:`~memstrata.store.lexical.plain_words`; rows written before that hold them)."""
+    one = f"plainto_tsquery('{TS_CONFIG}', ?)"
+    bare = fold(word)
+    return (f"({one} || {one})", (word, bare)) if bare != word else (one, (word,))
 
 
 class PgTextSearch:
@@ -85,16 +95,18 @@ class PgTextSearch:
         idf = self._idf(tx, table, words, counted, source, fts, where, params, size)
         # one plainto_tsquery per word, OR-ed: a compound like "billing-api" stays a phrase
         # of its parts, and user text is only ever a parameter
-        one = f"plainto_tsquery('{TS_CONFIG}', ?)"
-        tsq = " || ".join([one] * len(words))
+        each = [_tsquery(w) for w in words]
+        tsq = " || ".join(sql for sql, _ in each)
+        args = [a for _, word_args in each for a in word_args]
         # ts_rank weighs a word found in every row like a rare one: the rank is scaled by
         # the inverse document frequency of the words each row holds
-        held = " + ".join([f"? * ({fts}.tsv @@ {one})::int"] * len(words))
+        held = " + ".join(f"? * ({fts}.tsv @@ {sql})::int" for sql, _ in each)
         rows = tx.all(
             f"SELECT r.id AS id, ts_rank({_RANK_WEIGHTS}, {fts}.tsv, {tsq}, 1) * ({held}) AS s "
             f"FROM {source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, NULL)) "
             f"AND {where} ORDER BY s DESC, r.id LIMIT ?",
-            (*words, *(x for w in words for x in (idf[w], w)), *words, *params, limit))
+            (*args, *(x for w, (_, a) in zip(words, each, strict=True) for x in (idf[w], *a)),
+             *args, *params, limit))
         return [(r["id"], float(r["s"])) for r in rows]
 
     def _idf(self, tx: Any, table: str, words: list[str], counted: Callable[[str], int] | None,
@@ -107,10 +119,12 @@ class PgTextSearch:
         (:meth:`_rare_words`, capped at ``COMMON_TERM_DOCS``) and ``N`` is counted once per
         filter up to :data:`IDF_ROWS`, both remembered."""
         if counted is None:  # one pass over the caller's few rows counts them all
-            holds = ", ".join(f"count(*) FILTER (WHERE c.tsv @@ plainto_tsquery("
-                              f"'{TS_CONFIG}', ?)) AS n{i}" for i in range(len(words)))
+            each = [_tsquery(w) for w in words]
+            holds = ", ".join(f"count(*) FILTER (WHERE c.tsv @@ {sql}) AS n{i}"
+                              for i, (sql, _) in enumerate(each))
             row = tx.one(f"SELECT count(*) AS n, {holds} FROM (SELECT {fts}.tsv FROM {source} "
-                         f"WHERE {where} LIMIT ?) c", (*words, *params, LARGE_INDEX_ROWS))
+                         f"WHERE {where} LIMIT ?) c",
+                         (*(a for _, args in each for a in args), *params, LARGE_INDEX_ROWS))
             total = int(row["n"])
             n = {w: int(row[f"n{i}"]) for i, w in enumerate(words)}
         else:
@@ -143,29 +157,32 @@ class PgTextSearch:
         pass of a fresh process: 1 GIN scan a word instead of 2-3); otherwise the
         tenant's matches bound the caller's count, which joins the records. Returns the
         words kept and the caller's count of a word (remembered: asked again, free)."""
-        tsq = f"plainto_tsquery('{TS_CONFIG}', ?)"
         first = _COUNT_FIRST * COMMON_TERM_DOCS
         # the filter applies to the matches as they come where the full-text table carries
         # its columns (m009): no lookup of each
-        rows = f"{_MATCH_ROWS[table]}({tsq}, ?) r" if (
-            table in _MATCH_ROWS and fts == "r") else None
-        matches = f"{rows} WHERE" if rows is not None else \
-            f"{source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, ?)) AND"
+        carried = table in _MATCH_ROWS and fts == "r"
+
+        def rows(tsq: str) -> str:
+            return f"{_MATCH_ROWS[table]}({tsq}, ?) r"
 
         def count(word: str, cap: int | None) -> int:
             # the caller's matching rows, at most COMMON_TERM_DOCS, among the tenant's
             # first ``cap`` matches (None: all of them)
+            tsq, args = _tsquery(word)
+            matches = f"{rows(tsq)} WHERE" if carried else \
+                f"{source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, ?)) AND"
             return int(tx.one(
                 f"SELECT count(*) AS n FROM (SELECT 1 FROM {matches} {where} LIMIT ?) c",
-                (word, cap, *params, COMMON_TERM_DOCS))["n"])
+                (*args, cap, *params, COMMON_TERM_DOCS))["n"])
 
         key = filter_key(table, where, params)
-        if rows is not None:
+        if carried:
             def counted_once(word: str) -> int:
                 # a PL/pgSQL function is never inlined: it returns all of its ``first``
                 # matches whatever the outer query does, so count them all
+                tsq, args = _tsquery(word)
                 row = tx.one(f"SELECT count(*) AS seen, count(*) FILTER (WHERE {where}) AS n "
-                             f"FROM {rows}", (*params, word, first))
+                             f"FROM {rows(tsq)}", (*params, *args, first))
                 n, seen = int(row["n"]), int(row["seen"])
                 if n >= COMMON_TERM_DOCS or seen < first:
                     return min(n, COMMON_TERM_DOCS)  # common, or every match was seen
@@ -180,11 +197,14 @@ class PgTextSearch:
             n = count(word, first)
             return n if n >= COMMON_TERM_DOCS else count(word, None)
 
+        def tenant_count(word: str) -> int:
+            # the tenant's matches (the function filters by the transaction's tenant)
+            tsq, args = _tsquery(word)
+            return int(tx.one(f"SELECT count(*) AS n FROM {_MATCHES[table]}({tsq}, ?) c",
+                              (*args, COMMON_TERM_DOCS))["n"])
+
         scoped = self._term_counts.counter(key, size, joined_count)
-        # the tenant's matches (the function filters by the transaction's tenant)
-        bound = self._term_counts.counter((table, "tenant", tx.tenant), size, lambda w: int(
-            tx.one(f"SELECT count(*) AS n FROM {_MATCHES[table]}({tsq}, ?) c",
-                   (w, COMMON_TERM_DOCS))["n"]))
+        bound = self._term_counts.counter((table, "tenant", tx.tenant), size, tenant_count)
         return selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
                          bound=bound), scoped
 
