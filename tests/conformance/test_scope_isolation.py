@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta
 
 import pytest
@@ -151,6 +152,40 @@ def test_another_callers_rows_never_move_a_ranking(mem: Memory, other: Scope, la
                                "kickoff budget " * (i % 3), "actor": "user",
                                "source": f"a:{i}"} for i in range(40)])
     assert [_scores(mem, bo, q) for q in queries] == alone
+
+
+def test_another_tenants_row_never_moves_a_long_lived_callers_ranking(
+        mem: Memory, clock: ManualClock) -> None:
+    """A long-lived process remembers a caller's word counts over a large index (3,000
+    rows); a turn written into the middle of a thread writes its neighbours' thread context
+    again in place, which the remembered counts do not see. One row of another tenant must
+    still move none of the caller's scores (SQLite scored a caller alone in one query with
+    the table's fresh statistics, and the others' row switched it to its stale remembered
+    ones)."""
+    rng = random.Random(4)
+    vocab = [f"w{n}" for n in range(60)]
+    al, start = Scope(user="al"), clock.now() - timedelta(days=1)
+
+    def text() -> str:
+        words = [rng.choice(vocab) for _ in range(rng.randint(5, 25))]
+        for word in ("redis", "timeout", "deploy"):
+            if rng.random() < 0.05:
+                words.insert(rng.randrange(len(words) + 1), word)
+        return " ".join(words)
+
+    mem.episodes.append_many([
+        {"scope": al, "text": text(), "actor": "user", "source": f"chat:{i // 20}",
+         "observed_at": start + timedelta(seconds=i)} for i in range(3000)])
+    query = "redis timeout"
+    _scores(mem, al, query)  # the counts are remembered
+    mem.episodes.append_many([  # into the middle of threads
+        {"scope": al, "text": "redis", "actor": "user", "source": f"chat:{t}",
+         "observed_at": start + timedelta(seconds=20 * t + 10, milliseconds=500)}
+        for t in range(40)])
+    before = _scores(mem, al, query)
+    mem.episodes.append(Scope(tenant="acme", user="zed"), text="hello world", actor="user",
+                        source="x:1")
+    assert _scores(mem, al, query) == before
 
 
 def test_a_word_first_written_after_a_search_that_found_none_is_found(

@@ -8,10 +8,11 @@ Contract (used by :class:`memstrata.store.sqlite.SQLiteDatabase`, which register
   column (neighbouring records) counts half as much as the body.
 - A word's weight and the mean entry length are the caller's (the rows its filter admits),
   never the whole table's: another user's or tenant's rows move no score and no order.
-  Where one caller fills the table alone and its counts are exact (up to
-  :data:`~memstrata.store.lexical.IDF_ROWS` rows) the scores are SQLite's own ``bm25``,
-  in one query; for a caller with more rows the counts are bounded and remembered (see
-  :func:`_key`).
+  Where one caller fills the table alone and every statistic it takes from its own counts
+  (up to :data:`~memstrata.store.lexical.IDF_ROWS` rows) is the table's, the scores are
+  SQLite's own ``bm25``, in one query; either way the same scores, so another caller's
+  write that ends the caller's being alone moves none of them. For a caller with many rows
+  the counts are bounded and remembered (see :func:`_key`).
 - In a large index very common query words are left out, as the caller's own counts say
   (:func:`memstrata.store.lexical.selective`); the counts are remembered per process
   (:class:`~memstrata.store.lexical.TermCounts`).
@@ -94,10 +95,10 @@ class TextSearch:
         ``bm25``, the table's weight (:meth:`_table_stats`) and the entry's length (FTS5's
         own token counts) give back the word's term frequency, which is scored again with
         the word's weight and the mean entry length among the caller's rows
-        (:meth:`_caller_stats`, :meth:`_caller_length`). Where the filter admits every row
-        (one caller in the file) and the caller's counts are exact, the statistics are the
-        same, and SQLite's ``bm25`` over all the words is the score, in one query (at 10k
-        and 20k episodes 0.8 ms against 2.1-2.3 ms for the parts)."""
+        (:meth:`_caller_counts`, :meth:`_caller_length`). Where the filter admits every row
+        (one caller in the file) and those statistics are the table's, SQLite's ``bm25``
+        over all the words is the same score, in one query (at 10k and 20k episodes 0.8 ms
+        against 2.1-2.3 ms for the parts)."""
         top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
         size = int(top["n"] or 0) if top else 0
         table_rows, table_len = self._table_stats(tx, table)
@@ -109,25 +110,30 @@ class TextSearch:
         small = counted is None
         key = _key(tx, table, where, params, small)
         before = self._counts.peek((*key, "rows"), "")  # the sample before a top-up
-        own, own_rows, exact = self._caller_stats(tx, table, words, counted, where, params,
-                                                  key, size)
+        own_counts, own_rows, whole = self._caller_counts(tx, table, words, counted, where,
+                                                          params, key, size)
+        own = {w: fts5_idf(own_rows, own_counts[w]) for w in words}
         fts = f"{table}_fts"
-        if exact and own_rows == table_rows:
-            # the caller's filter admits every row and its counts are exact: the table's
-            # statistics are its own, and SQLite's bm25 over all the words at once is the
-            # score the parts below would give (CROSS JOIN: see below)
-            rows = tx.all(
-                f"SELECT r.id AS id, bm25({fts}, 1.0, 0.5) AS s FROM {fts} CROSS JOIN "
-                f"{table} r ON r.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {where} "
-                "ORDER BY s, r.id LIMIT ?",
-                (" OR ".join(quote(w) for w in words), *params, limit))
-            return [(r["id"], -float(r["s"])) for r in rows]
+        alone = whole and own_rows == table_rows
+        if alone and small:
+            # the caller's filter admits every row (counted exactly since the last write):
+            # the table's statistics are its own
+            return self._one_query(tx, table, words, where, params, limit)
         own_len = self._caller_length(tx, table, where, params, key, size, own_rows, before)
-        # FTS5's weight of each word (the table's rows and the rows matching it, counted
-        # now: a remembered count would let the table's writes show through)
-        table_idf = {w: fts5_idf(table_rows, int(tx.one(
-            f"SELECT count(*) AS n FROM {fts} WHERE {fts} MATCH ?", (quote(w),))["n"]))
-            for w in words}
+        # FTS5's weight of each word: the table's rows and the rows matching it, counted
+        # for the file as it is now (a count remembered across writes would let the table's
+        # writes show through)
+        table_counts = self._counts.counter((table, "table", *tx.changes()), size, lambda w: int(
+            tx.one(f"SELECT count(*) AS n FROM {fts} WHERE {fts} MATCH ?", (quote(w),))["n"]))
+        if alone and own_len == table_len and all(
+                own_counts[w] == table_counts(w) for w in words):
+            # every statistic the parts below would take from the caller's remembered counts
+            # is the table's: SQLite's bm25 gives the same scores. Remembered counts can lag
+            # the caller's rows (a row's text written again in place, a row expiring within
+            # the hour): then the parts are scored, so another caller's write never switches
+            # this caller between two sets of statistics
+            return self._one_query(tx, table, words, where, params, limit)
+        table_idf = {w: fts5_idf(table_rows, table_counts(w)) for w in words}
         # one part per word; the context column (neighbouring records) counts half as much
         # as the body; CROSS JOIN keeps the full-text match the outer loop: before ANALYZE
         # has run, the planner may walk the scope index and test the match row by row (2 s,
@@ -150,6 +156,19 @@ class TextSearch:
             (*(x for w in words for x in (table_idf[w], own[w], quote(w), *params)),
              table_len, table_len, own_len, limit))
         return [(r["id"], float(r["s"])) for r in rows]
+
+    @staticmethod
+    def _one_query(tx: Any, table: str, words: list[str], where: str, params: Sequence[Any],
+                   limit: int) -> list[tuple[str, float]]:
+        """SQLite's ``bm25`` over all the words at once (the caller's statistics are the
+        table's: see :meth:`search`); CROSS JOIN as there."""
+        fts = f"{table}_fts"
+        rows = tx.all(
+            f"SELECT r.id AS id, bm25({fts}, 1.0, 0.5) AS s FROM {fts} CROSS JOIN "
+            f"{table} r ON r.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {where} "
+            "ORDER BY s, r.id LIMIT ?",
+            (" OR ".join(quote(w) for w in words), *params, limit))
+        return [(r["id"], -float(r["s"])) for r in rows]
 
     def _watch(self, tx: Any, table: str, top: int, total: int) -> None:
         """Forget the table's remembered counts when rows were deleted since the last
@@ -230,18 +249,18 @@ class TextSearch:
         return (selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
                           bound=bound), scoped)
 
-    def _caller_stats(self, tx: Any, table: str, words: list[str],
-                      counted: Callable[[str], int] | None, where: str,
-                      params: Sequence[Any], key: tuple[Any, ...],
-                      size: int) -> tuple[dict[str, float], int, bool]:
-        """Each word's weight among the rows the caller's filter admits (FTS5's formula,
-        :func:`~memstrata.store.lexical.fts5_idf`), their number ``N``, and whether those
-        counts are exact. With no ``counted`` (a small index or caller) every count is
-        exact, remembered until the next write to the file (``key``, :func:`_key`); else
-        the word counts are the caller's remembered ones, topped up with the rows written
-        since (capped at ``COMMON_TERM_DOCS``, which every word a large index keeps stays
-        below unless all of a query's words are that common), and ``N`` is counted once per
-        filter up to :data:`IDF_ROWS`, remembered and topped up likewise."""
+    def _caller_counts(self, tx: Any, table: str, words: list[str],
+                       counted: Callable[[str], int] | None, where: str,
+                       params: Sequence[Any], key: tuple[Any, ...],
+                       size: int) -> tuple[dict[str, int], int, bool]:
+        """How many of the rows the caller's filter admits hold each word, their number
+        ``N``, and whether every count is whole (under its cap). With no ``counted`` (a
+        small index or caller) every count is exact, remembered until the next write to the
+        file (``key``, :func:`_key`); else the word counts are the caller's remembered ones,
+        topped up with the rows written since (capped at ``COMMON_TERM_DOCS``, which every
+        word a large index keeps stays below unless all of a query's words are that
+        common), and ``N`` is counted once per filter up to :data:`IDF_ROWS`, remembered
+        and topped up likewise."""
         fts = f"{table}_fts"
         rows_of = _rows_above(tx, table, where, params, IDF_ROWS)
         rows = self._counts.counter((*key, "rows"), size, lambda _: rows_of("", 0),
@@ -250,16 +269,16 @@ class TextSearch:
             counted = self._counts.counter((*key, "words"), size, lambda w: int(tx.one(
                 f"SELECT count(*) AS n FROM {fts} CROSS JOIN {table} r ON r.rowid = "
                 f"{fts}.rowid WHERE {fts} MATCH ? AND {where}", (quote(w), *params))["n"]))
-            exact = True
+            whole = True
         else:
-            exact = rows < IDF_ROWS and all(counted(w) < COMMON_TERM_DOCS for w in words)
-        return {w: fts5_idf(rows, counted(w)) for w in words}, rows, exact
+            whole = rows < IDF_ROWS and all(counted(w) < COMMON_TERM_DOCS for w in words)
+        return {w: counted(w) for w in words}, rows, whole
 
     def _caller_length(self, tx: Any, table: str, where: str, params: Sequence[Any],
                        key: tuple[Any, ...], size: int, rows: int,
                        before: int | None) -> float:
         """The mean length in tokens of the entries of the rows the filter admits: their
-        total over the ``rows`` of them that :meth:`_caller_stats` counted (the first
+        total over the ``rows`` of them that :meth:`_caller_counts` counted (the first
         :data:`IDF_ROWS` by rowid), remembered like its counts and topped up with the rows
         its count took since (``before``: that count before)."""
         def tokens_of(since: int, take: int) -> int:
