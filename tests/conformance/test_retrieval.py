@@ -520,6 +520,21 @@ def test_a_word_without_its_accents_finds_the_accented_word(mem: Memory) -> None
         assert len(found) == 1 and held in found[0], (plain, found)
 
 
+def test_only_the_accents_of_latin_letters_are_folded(mem: Memory) -> None:
+    """Every backend folds what SQLite's tokenizer folds and no more: Japanese voicing marks
+    tell words apart (パス "pass" is not バス "bus"), and full-width letters or a ligature
+    are other characters (PostgreSQL's index had folded them all)."""
+    you = Scope(user="u")
+    refs = {t: mem.episodes.append(you, text=t, actor="user", source=f"c:{n}",
+                                   thread=f"t{n}").ref
+            for n, t in enumerate(("パスを確認してください", "バスで会社に行く",
+                                   "ｒｅｄｉｓ の設定", "ﬁnance report is late"))}
+    for query, expected in (("パス", ["パスを確認してください"]), ("バス", ["バスで会社に行く"]),
+                            ("redis", []), ("finance", [])):
+        found = [h.ref for h in mem.episodes.search(you, query, k=5)]
+        assert found == [refs[t] for t in expected], query
+
+
 def test_a_part_of_a_hyphenated_or_underscored_word_finds_it(mem: Memory) -> None:
     """The index holds "deploy-preview" and "foo_bar" with their parts as words; the
     ranker's check of which query words a text holds counts the parts too (a match on

@@ -84,15 +84,35 @@ def fts5_idf(rows: int, holding: int) -> float:
     return idf if idf > 0.0 else 1e-6
 
 
+def _latin_folds() -> dict[int, str]:
+    """The Latin letters that are an ASCII letter with one accent (é, ñ, ç, İ; U+00C0 to
+    U+024F and U+1E00 to U+1EFF), each to its letter: the letters SQLite's ``unicode61``
+    tokenizer folds (``remove_diacritics 1``). A letter of two accents (Vietnamese ệ),
+    another script's accents (Greek ά), Japanese voicing marks (パ, バ) and compatibility
+    forms (full-width ｒ, the ligature ﬁ) are kept, as SQLite keeps them."""
+    out: dict[int, str] = {}
+    for code in (*range(0xC0, 0x250), *range(0x1E00, 0x1F00)):
+        parts = unicodedata.normalize("NFD", chr(code))
+        if (len(parts) == 2 and parts[0].isascii() and parts[0].isalpha()
+                and "\u0300" <= parts[1] <= "\u036f"):
+            out[code] = parts[0]
+    return out
+
+
+_LATIN_FOLDS = _latin_folds()
+#: Accents left on their own once composed (no letter holds them: "i" and a dot above, as
+#: "İ" lower-cases), which SQLite's tokenizer drops.
+_LONE_ACCENTS_RE = re.compile("[\u0300-\u036f]")
+
+
 def fold(text: str) -> str:
-    """``text`` without its letters' accents (café -> cafe, naïve -> naive), as SQLite's
-    tokenizer matches words (``unicode61`` removes diacritics): for comparing words in
-    Python the way the index does."""
+    """``text`` composed (NFC) and without the accents SQLite's tokenizer drops ("café" ->
+    "cafe", "naïve" -> "naive"; see :func:`_latin_folds`; and an accent no letter holds):
+    for comparing words in Python the way the index matches them, and for PostgreSQL's
+    index (:func:`plain_words`)."""
     if text.isascii():
         return text
-    bare = "".join(c for c in unicodedata.normalize("NFKD", text)
-                   if not unicodedata.combining(c))
-    return unicodedata.normalize("NFC", bare)
+    return _LONE_ACCENTS_RE.sub("", unicodedata.normalize("NFC", text).translate(_LATIN_FOLDS))
 
 
 def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
