@@ -71,8 +71,14 @@ def test_term_counts_hold_while_the_index_grows_by_less_than_a_tenth() -> None:
 
 def test_a_cjk_run_is_taken_as_its_overlapping_pairs() -> None:
     """Chinese and Japanese put no spaces between words: a run longer than two characters
-    is its overlapping pairs, a shorter one is kept whole, Latin pieces stay words."""
-    assert terms("为什么部署失败？") == ["为什", "什么", "么部", "部署", "署失", "失败"]
+    is its overlapping pairs, a shorter one is kept whole, Latin pieces stay words; a
+    query's function words (CJK_STOP_PAIRS) are left out."""
+    assert cjk_pairs("为什么部署失败") == ["为什", "什么", "么部", "部署", "署失", "失败"]
+    # question words go, with the pairs across them; so does a pair holding a particle
+    assert terms("为什么部署失败？") == ["部署", "署失", "失败"]
+    assert terms("缓存什么时候过期") == ["缓存", "过期"]
+    assert terms("晚上的部署") == ["晚上", "部署"]
+    assert terms("什么") == []
     assert terms("缓存") == ["缓存"]
     assert terms("redis缓存过期") == ["redis", "缓存", "存过", "过期"]
     assert cjk_pairs("v2版本") == ["v2", "版本"]

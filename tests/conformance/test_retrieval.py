@@ -479,21 +479,27 @@ def test_an_unspaced_cjk_question_finds_the_clause_that_holds_its_words(
     """A question typed without spaces, as Chinese and Japanese are written, is not one
     phrase that no text holds whole: its overlapping character pairs find the clause that
     holds its words, first, through search, recall and the agents' tool (it found nothing
-    before; "部署失败" alone did)."""
+    before; "部署失败" alone did). Its question words (为什么, 什么时候, した) are no words to
+    search by: a text that shares only them is not found (it ranked first)."""
     li = Scope(user="li")
     clauses = ("服务器部署失败了，因为缓存过期", "我们明天开会讨论预算",
-               "昨日のデプロイは失敗しました", "新しいサーバーを注文した")
+               "昨日のデプロイは失敗しました", "新しいサーバーを注文した",
+               "我也不知道为什么，什么时候再说吧")
     refs = [mem.episodes.append(li, text=t, actor="user", source=f"chat:{n}",
                                 thread=f"t{n}").ref for n, t in enumerate(clauses)]
     with ToolDispatcher(mem, li) as tools:
         for question, holder in (("为什么部署失败？", 0), ("缓存什么时候过期", 0),
-                                 ("明天讨论什么", 1), ("デプロイが失敗した理由は", 2)):
+                                 ("部署为什么失败", 0), ("明天讨论什么", 1),
+                                 ("请问为什么我们昨天晚上的部署会失败呢", 0),
+                                 ("デプロイが失敗した理由は", 2)):
             found = [h.ref for h in mem.episodes.search(li, question, k=5)]
             assert found[:1] == [refs[holder]], (question, found)
+            assert refs[4] not in found, question
             tool = tools.dispatch("search_history", {"query": question, "k": 5})["hits"]
             assert [h["ref"] for h in tool] == found
             assert mem.recall(li, question, layers=["episodes"]).refs[:1] == [refs[holder]]
         assert not mem.episodes.search(li, "咖啡在哪里买", k=5)  # no clause holds a pair
+        assert "no word to search by" in (mem.recall(li, "什么时候？").empty_reason or "")
 
 
 def test_a_word_without_its_accents_finds_the_accented_word(mem: Memory) -> None:

@@ -129,20 +129,44 @@ def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
         if ascii_only or not has_cjk(word):
             seen.setdefault(word, None)
             continue
-        for part in cjk_pairs(word):
+        for part in cjk_pairs(word, stop=frozenset() if keep_stopwords else CJK_STOP_PAIRS):
             if keep_stopwords or part not in STOPWORDS:
                 seen.setdefault(part, None)
     return list(seen)
 
 
-def cjk_pairs(word: str) -> list[str]:
+#: Pairs of CJK characters that are function words (question words, pronouns, particles,
+#: auxiliaries and endings of Chinese, Japanese and Korean): what English's stopwords are
+#: to :func:`terms`. A question is mostly made of them ("为什么…", "…した理由は"), and as
+#: words of the query they would rank texts that share only them first.
+_CJK_STOP_TEXT = """
+什么 为什 怎么 怎样 哪里 哪个 哪些 时候 我们 你们 他们 她们 它们 这个 那个 这些 那些 这样
+那样 这里 那里 没有 可以 就是 因为 所以 但是 如果 已经 还是 一个 请问 是不 不是 知道 一下
+现在 然后 还有 或者 而且 虽然 自己 是否 能否 为何 如何 多少 几个 什麼 為什 怎麼 我們 你們
+他們 這個 那個 這些 那些 沒有 時候 這樣 還是 請問 為何
+した して です ます まし ませ でし ない ある いる この その あの どの これ それ あれ どこ
+なぜ どう こと もの ため から まで など ので のは のを には では とは でも けど ても たら
+れば よう そう とい いう くだ ださ さい ょう でき
+습니 니다 합니 입니 세요 어요 해요 에서 으로 에게 는데 지만
+"""
+CJK_STOP_PAIRS = frozenset(_CJK_STOP_TEXT.split())
+#: Particles that end a Chinese sentence or join its words (的, 呢, 吗...): a pair holding
+#: one is a pair across two words, never a word of its own worth searching.
+_CJK_PARTICLES = frozenset("的呢吗吧啊嗎呀嘛")
+
+
+def cjk_pairs(word: str, stop: frozenset[str] = frozenset()) -> list[str]:
     """The words of a token that holds CJK characters: each run of them longer than two as
-    its overlapping pairs ("为什么部署失败" -> 为什, 什么, 么部, 部署, 署失, 失败), a shorter
-    run as it is, and the other characters' pieces as words. Chinese and Japanese put no
-    spaces between words, so a question typed as one run would be one phrase that no text
-    holds whole; its pairs find the texts that hold its words, the way CJK search engines
-    index text (a pair is a phrase of two adjacent characters in the index:
-    :func:`cjk_spaced`)."""
+    its overlapping pairs ("部署失败" -> 部署, 署失, 失败), a shorter run as it is, and the
+    other characters' pieces as words. Chinese and Japanese put no spaces between words, so
+    a question typed as one run would be one phrase that no text holds whole; its pairs
+    find the texts that hold its words, the way CJK search engines index text (a pair is a
+    phrase of two adjacent characters in the index: :func:`cjk_spaced`).
+
+    The pairs in ``stop`` (function words: :data:`CJK_STOP_PAIRS`) are left out, and with
+    them the pairs that share a character with one, which straddle two words ("为什么部署
+    失败" -> 部署, 署失, 失败: not 为什, 什么 nor 么部), as is a pair holding a particle such as
+    的 or 呢."""
     out: list[str] = []
     for run in _CJK_RUN_RE.findall(word):
         if not _CJK_RE.match(run):
@@ -150,9 +174,15 @@ def cjk_pairs(word: str) -> list[str]:
             if piece:
                 out.append(piece)
         elif len(run) <= 2:
-            out.append(run)
+            if run not in stop:
+                out.append(run)
         else:
-            out.extend(run[i:i + 2] for i in range(len(run) - 1))
+            pairs = [run[i:i + 2] for i in range(len(run) - 1)]
+            taken = {i + j for i, pair in enumerate(pairs) if pair in stop for j in (0, 1)}
+            out.extend(pair for i, pair in enumerate(pairs)
+                       if i not in taken and i + 1 not in taken
+                       and not (stop and (pair[0] in _CJK_PARTICLES
+                                          or pair[1] in _CJK_PARTICLES)))
     return out
 
 
@@ -303,6 +333,7 @@ def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]
 
 __all__ = [
     "CJK_CHARS",
+    "CJK_STOP_PAIRS",
     "COMBINING_MARKS",
     "COMMON_TERM_DOCS",
     "IDF_ROWS",
