@@ -278,15 +278,14 @@ class TextSearch:
                        key: tuple[Any, ...], size: int, rows: int,
                        before: int | None) -> float:
         """The mean length in tokens of the entries of the rows the filter admits: their
-        total over the ``rows`` of them that :meth:`_caller_counts` counted (the first
-        :data:`IDF_ROWS` by rowid), remembered like its counts and topped up with the rows
-        its count took since (``before``: that count before)."""
+        total over as many of them as :meth:`_caller_counts` counted (all of them, or
+        :data:`IDF_ROWS`), remembered like its counts and topped up with the rows its count
+        took since (``before``: that count before)."""
         def tokens_of(since: int, take: int) -> int:
             return int(tx.one(
-                f"SELECT coalesce(sum(memstrata_doc_len(z.sz)), 0) AS n FROM (SELECT r.rowid "
-                f"AS rid FROM {table} r WHERE r.rowid > ? AND {where} ORDER BY r.rowid "
-                f"LIMIT ?) c JOIN {table}_fts_docsize z ON z.id = c.rid",
-                (since, *params, take))["n"])
+                f"SELECT coalesce(sum(memstrata_doc_len(z.sz)), 0) AS n FROM "
+                f"({_admitted(table, where, since)} LIMIT ?) c JOIN {table}_fts_docsize z "
+                "ON z.id = c.rid", (since, *params, take))["n"])
 
         tokens = self._counts.counter(
             (*key, "tokens"), size, lambda _: tokens_of(0, IDF_ROWS),
@@ -298,9 +297,20 @@ def _rows_above(tx: Any, table: str, where: str, params: Sequence[Any],
     """The count, up to ``cap``, of the rows the filter admits above a rowid (0: all), as
     :class:`TermCounts` takes it (its word argument unused)."""
     def count(_: str, since: int) -> int:
-        return int(tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} r WHERE "
-                          f"r.rowid > ? AND {where} LIMIT ?)", (since, *params, cap))["n"])
+        return int(tx.one(f"SELECT count(*) AS n FROM ({_admitted(table, where, since)} "
+                          "LIMIT ?)", (since, *params, cap))["n"])
     return count
+
+
+def _admitted(table: str, where: str, since: int) -> str:
+    """The rowids (``rid``) of the rows the filter admits above rowid ``since`` (its
+    parameter, then the filter's). Above a rowid (a top-up: the rows written since a count)
+    the rows are read by rowid range: the planner would walk the tenant's index and test
+    every row of it (48.7 ms against 0.0 ms for 10 new rows at 1M episodes). From the start
+    it keeps the plan it chooses, which stops at the ``LIMIT`` (an ORDER BY rowid made it
+    sort all the tenant's rows: 215 ms for 50k of 1M, against 20-38 ms)."""
+    scan = " NOT INDEXED" if since else ""
+    return f"SELECT r.rowid AS rid FROM {table} r{scan} WHERE r.rowid > ? AND {where}"
 
 
 def _key(tx: Any, table: str, where: str, params: Sequence[Any],
