@@ -74,10 +74,15 @@ def test_a_cjk_run_is_taken_as_its_overlapping_pairs() -> None:
     is its overlapping pairs, a shorter one is kept whole, Latin pieces stay words; a
     query's function words (CJK_STOP_PAIRS) are left out."""
     assert cjk_pairs("为什么部署失败") == ["为什", "什么", "么部", "部署", "署失", "失败"]
-    # question words go, with the pairs across them; so does a pair holding a particle
-    assert terms("为什么部署失败？") == ["部署", "署失", "失败"]
-    assert terms("缓存什么时候过期") == ["缓存", "过期"]
-    assert terms("晚上的部署") == ["晚上", "部署"]
+    # question words go; the ranker's evidence also leaves out the pairs beside them and
+    # those holding a particle, which mostly straddle two words (still searched: 酒吧, 目的)
+    assert terms("为什么部署失败？") == ["么部", "部署", "署失", "失败"]
+    assert terms("为什么部署失败？", evidence=True) == ["部署", "署失", "失败"]
+    assert terms("缓存什么时候过期") == ["缓存", "存什", "候过", "过期"]  # not 么时
+    assert terms("缓存什么时候过期", evidence=True) == ["缓存", "过期"]
+    assert terms("晚上的部署", evidence=True) == ["晚上", "部署"]
+    assert terms("酒吧几点开门")[:1] == ["酒吧"]
+    assert terms("周一下午") == ["周一", "一下", "下午"]
     assert terms("什么") == []
     assert terms("缓存") == ["缓存"]
     assert terms("redis缓存过期") == ["redis", "缓存", "存过", "过期"]

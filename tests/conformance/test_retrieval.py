@@ -502,6 +502,34 @@ def test_an_unspaced_cjk_question_finds_the_clause_that_holds_its_words(
         assert "no word to search by" in (mem.recall(li, "什么时候？").empty_reason or "")
 
 
+def test_a_cjk_word_beside_a_function_word_is_still_searched(mem: Memory) -> None:
+    """Function words leave a CJK query, the content words beside them stay: 周一下午
+    (Monday afternoon) holds 一下 (a bit), 吗啡 (morphine) the particle 吗, 酒吧 (bar) 吧;
+    each finds its text first (they were left out, and the wrong text came first)."""
+    li = Scope(user="li")
+    texts = ("周一下午三点开会", "周三上午的会议改到十点了", "吗啡的用量需要医生确认",
+             "布洛芬的用量是每天三次", "酒吧晚上八点开门", "银行早上九点开门")
+    refs = [mem.episodes.append(li, text=t, actor="user", source=f"c:{n}",
+                                thread=f"t{n}").ref for n, t in enumerate(texts)]
+    for question, holder in (("周一下午", 0), ("吗啡的用量", 2), ("酒吧几点开门", 4)):
+        found = [h.ref for h in mem.episodes.search(li, question, k=5)]
+        assert found[:1] == [refs[holder]], (question, found)
+
+
+def test_a_word_after_an_elision_and_a_final_sigma_are_found(mem: Memory) -> None:
+    """"équipe" finds "l'équipe" (the index holds its parts; the ranker's word check
+    dropped the match), "οδος" finds "ΟΔΟΣ" (SQLite folds the final sigma; PostgreSQL's
+    index held "οδοσ"), and "à" is a stopword on every backend as "a" is."""
+    you = Scope(user="u")
+    team = mem.episodes.append(you, text="Réunion avec l'équipe dell'azienda à Lyon",
+                               actor="user", source="c:1", thread="t1")
+    street = mem.episodes.append(you, text="Η ΟΔΟΣ ΕΡΜΟΥ ΕΙΝΑΙ ΚΛΕΙΣΤΗ", actor="user",
+                                 source="c:2", thread="t2")
+    for query, ref in (("équipe", team.ref), ("azienda", team.ref), ("οδος", street.ref),
+                       ("ΟΔΟΣ", street.ref), ("à Lyon", team.ref)):
+        assert [h.ref for h in mem.episodes.search(you, query, k=5)] == [ref], query
+
+
 def test_a_word_without_its_accents_finds_the_accented_word(mem: Memory) -> None:
     """"cafe" finds "café" and "café" finds "cafe", on every backend (SQLite's tokenizer
     drops accents; PostgreSQL's rows are indexed without them and a query word is matched

@@ -127,7 +127,7 @@ def similarity_only(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]
                                                                  if t == "episodes"])
     # cosine is already on 0..1; BM25 is normalised by the best score
     top = 1.0 if qvec is not None else (max((s for _, _, s in scored), default=1.0) or 1.0)
-    q_terms = terms(req.query)
+    q_terms = terms(req.query, evidence=True)
     hits: list[Hit] = []
     for layer, rid, s in scored:
         if layer == "facts" and rid in facts:

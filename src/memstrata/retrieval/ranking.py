@@ -183,7 +183,7 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
     and the scores. A candidate forgotten between them is dropped (its row is gone), never
     shown.
     """
-    q_terms = terms(req.query)
+    q_terms = terms(req.query, evidence=True)
     hits: list[Hit] = []
     raw: dict[str, float] = {}
     limit = max(req.k * 8, 50)
@@ -422,7 +422,7 @@ class _EpisodeScorer:
         self.early: set[str] = set()
         #: Hits shaped but for their score (:meth:`_shape`), by id.
         self._shaped: dict[str, Hit] = {}
-        self.q_terms = [t for t in terms(req.query) if t not in drop]
+        self.q_terms = [t for t in terms(req.query, evidence=True) if t not in drop]
         self.top = max(lex.values(), default=0.0) or 1.0
         self.period = window(req.query, req.now)
         self.boost_subject = len(named) == 1

@@ -22,11 +22,12 @@ def held(query_terms: Sequence[str], text: str) -> list[str]:
     them: :func:`~memstrata.store.lexical.fold`) present in ``text``."""
     if not query_terms:
         return []
-    folded = fold(text)
+    folded = fold(text.lower())  # lower first: "ΟΔΟΣ" ends in a final sigma, which fold maps
     words = terms(folded)
-    # the parts of "deploy-preview" or "foo_bar" too: the index holds them as words
-    words += [part for w in words if "-" in w or "_" in w
-              for part in w.replace("_", "-").split("-") if part]
+    # the parts of "deploy-preview", "foo_bar" or "l'équipe" too: the index holds them as
+    # words
+    words += [part for w in words if "-" in w or "_" in w or "'" in w
+              for part in w.replace("_", "-").replace("'", "-").split("-") if part]
     present = set(words)
     # " w1 w2 ...": a word starts with ``stem`` exactly when " " + stem occurs in it
     # (content words hold no spaces); one substring search instead of a loop over words

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+#: Words no query searches by: PostgreSQL's ``english`` stop list (its index leaves them
+#: out, so both engines drop them) and a few more.
 STOPWORDS = frozenset({
     "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any",
     "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below",
@@ -32,7 +34,7 @@ STOPWORDS = frozenset({
     "wasn't", "we", "were", "weren't", "what", "when", "where", "which", "while", "who",
     "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself",
     "yourselves", "ever", "also", "would've", "could've", "should've", "yes", "s", "t", "d",
-    "ll", "m", "o", "re", "ve", "y",
+    "ll", "m", "o", "re", "ve", "y", "now", "don",
 })
 
 #: A query word found in this many of the rows the caller's filter admits is left out of a
@@ -89,13 +91,15 @@ def _latin_folds() -> dict[int, str]:
     U+024F and U+1E00 to U+1EFF), each to its letter: the letters SQLite's ``unicode61``
     tokenizer folds (``remove_diacritics 1``). A letter of two accents (Vietnamese ệ),
     another script's accents (Greek ά), Japanese voicing marks (パ, バ) and compatibility
-    forms (full-width ｒ, the ligature ﬁ) are kept, as SQLite keeps them."""
+    forms (full-width ｒ, the ligature ﬁ) are kept, as SQLite keeps them. Greek's final
+    sigma is its sigma, as SQLite's case folding makes it."""
     out: dict[int, str] = {}
     for code in (*range(0xC0, 0x250), *range(0x1E00, 0x1F00)):
         parts = unicodedata.normalize("NFD", chr(code))
         if (len(parts) == 2 and parts[0].isascii() and parts[0].isalpha()
                 and "\u0300" <= parts[1] <= "\u036f"):
             out[code] = parts[0]
+    out[ord("ς")] = "σ"  # SQLite folds Greek's final sigma too ("ΟΔΟΣ" is "οδοσ")
     return out
 
 
@@ -115,58 +119,66 @@ def fold(text: str) -> str:
     return _LONE_ACCENTS_RE.sub("", unicodedata.normalize("NFC", text).translate(_LATIN_FOLDS))
 
 
-def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
+def terms(text: str, *, keep_stopwords: bool = False, evidence: bool = False) -> list[str]:
     """Lowercase content words of ``text``, in order, without duplicates. A run of CJK
-    characters longer than two is taken as its overlapping pairs (:func:`cjk_pairs`)."""
+    characters longer than two is taken as its overlapping pairs (:func:`cjk_pairs`; with
+    ``evidence``, only the pairs that may stand for a word of the text: see there). A word
+    is a stopword as it is matched, accents folded ("à" as "a")."""
     seen: dict[str, None] = {}
     ascii_only = text.isascii()
     if not ascii_only:  # one form for the accents of a word, as typed either way
         text = unicodedata.normalize("NFC", text)
     for raw in _WORD_RE.findall(text.lower()):
         word = raw.strip("'-").replace("'s", "")
-        if not word or (not keep_stopwords and word in STOPWORDS):
+        if not word or (not keep_stopwords and (word in STOPWORDS or (
+                not word.isascii() and fold(word) in STOPWORDS))):
             continue
         if ascii_only or not has_cjk(word):
             seen.setdefault(word, None)
             continue
-        for part in cjk_pairs(word, stop=frozenset() if keep_stopwords else CJK_STOP_PAIRS):
+        stop = frozenset() if keep_stopwords else CJK_STOP_WORDS
+        for part in cjk_pairs(word, stop=stop, evidence=evidence):
             if keep_stopwords or part not in STOPWORDS:
                 seen.setdefault(part, None)
     return list(seen)
 
 
-#: Pairs of CJK characters that are function words (question words, pronouns, particles,
-#: auxiliaries and endings of Chinese, Japanese and Korean): what English's stopwords are
-#: to :func:`terms`. A question is mostly made of them ("为什么…", "…した理由は"), and as
-#: words of the query they would rank texts that share only them first.
+#: CJK function words (question words, pronouns, demonstratives, auxiliaries and endings of
+#: Chinese, Japanese and Korean), as pairs of characters or single ones: what English's
+#: stopwords are to :func:`terms`. A question is mostly made of them ("为什么…", "…ですか"),
+#: and as words of the query they would rank texts that share only them first. Only pairs
+#: that are rarely part of another word are listed (not 一下, which 周一下午 holds).
 _CJK_STOP_TEXT = """
 什么 为什 怎么 怎样 哪里 哪个 哪些 时候 我们 你们 他们 她们 它们 这个 那个 这些 那些 这样
-那样 这里 那里 没有 可以 就是 因为 所以 但是 如果 已经 还是 一个 请问 是不 不是 知道 一下
-现在 然后 还有 或者 而且 虽然 自己 是否 能否 为何 如何 多少 几个 什麼 為什 怎麼 我們 你們
-他們 這個 那個 這些 那些 沒有 時候 這樣 還是 請問 為何
-した して です ます まし ませ でし ない ある いる この その あの どの これ それ あれ どこ
-なぜ どう こと もの ため から まで など ので のは のを には では とは でも けど ても たら
-れば よう そう とい いう くだ ださ さい ょう でき
-습니 니다 합니 입니 세요 어요 해요 에서 으로 에게 는데 지만
+那样 这里 那里 请问 为何 如何 什麼 為什 怎麼 怎樣 哪裡 哪個 哪些 時候 我們 你們 他們 她們
+這個 那個 這些 那些 這樣 那樣 這裡 那裡 請問 為何 吗 呢 吧 嗎
+です ます まし ませ でし した して この その あの どの これ それ あれ どこ なぜ どう いつ
+なに だれ はい ので のは のを には では とは けど
+습니 니다 합니 입니 세요 어요 해요 나요 언제 어디 무엇 누구 왜 뭐
 """
-CJK_STOP_PAIRS = frozenset(_CJK_STOP_TEXT.split())
-#: Particles that end a Chinese sentence or join its words (的, 呢, 吗...): a pair holding
-#: one is a pair across two words, never a word of its own worth searching.
-_CJK_PARTICLES = frozenset("的呢吗吧啊嗎呀嘛")
+CJK_STOP_WORDS = frozenset(_CJK_STOP_TEXT.split())
+#: The old name of :data:`CJK_STOP_WORDS`.
+CJK_STOP_PAIRS = CJK_STOP_WORDS
+#: Particles that join words (的, 呢, が, は...): a pair holding one mostly straddles two
+#: words, so it is no evidence that a text holds a word of the query (:func:`cjk_pairs`).
+_CJK_PARTICLES = frozenset("的呢吗吧啊嗎呀嘛がをはのにでへ")
 
 
-def cjk_pairs(word: str, stop: frozenset[str] = frozenset()) -> list[str]:
+def cjk_pairs(word: str, stop: frozenset[str] = frozenset(), *,
+              evidence: bool = False) -> list[str]:
     """The words of a token that holds CJK characters: each run of them longer than two as
     its overlapping pairs ("部署失败" -> 部署, 署失, 失败), a shorter run as it is, and the
     other characters' pieces as words. Chinese and Japanese put no spaces between words, so
     a question typed as one run would be one phrase that no text holds whole; its pairs
     find the texts that hold its words, the way CJK search engines index text (a pair is a
-    phrase of two adjacent characters in the index: :func:`cjk_spaced`).
+    phrase of two adjacent characters in the index: :func:`cjk_spaced`). The pairs and
+    short runs in ``stop`` (function words: :data:`CJK_STOP_WORDS`) are left out, and a
+    pair between two of them ("什么时候" -> not 么时).
 
-    The pairs in ``stop`` (function words: :data:`CJK_STOP_PAIRS`) are left out, and with
-    them the pairs that share a character with one, which straddle two words ("为什么部署
-    失败" -> 部署, 署失, 失败: not 为什, 什么 nor 么部), as is a pair holding a particle such as
-    的 or 呢."""
+    With ``evidence``, the pairs a text's share of the query is counted over (the ranker's
+    word check): also without the pairs that share a character with a stop pair or hold a
+    particle, which mostly straddle two words ("为什么我们昨天晚上的部署" -> 昨天, 天晚, 晚上,
+    部署; not 么我, 们昨, 上的, 的部). They are still searched: 目的 and 酒吧 are words."""
     out: list[str] = []
     for run in _CJK_RUN_RE.findall(word):
         if not _CJK_RE.match(run):
@@ -179,10 +191,10 @@ def cjk_pairs(word: str, stop: frozenset[str] = frozenset()) -> list[str]:
         else:
             pairs = [run[i:i + 2] for i in range(len(run) - 1)]
             taken = {i + j for i, pair in enumerate(pairs) if pair in stop for j in (0, 1)}
-            out.extend(pair for i, pair in enumerate(pairs)
-                       if i not in taken and i + 1 not in taken
-                       and not (stop and (pair[0] in _CJK_PARTICLES
-                                          or pair[1] in _CJK_PARTICLES)))
+            out.extend(pair for i, pair in enumerate(pairs) if pair not in stop and not (
+                (i in taken and i + 1 in taken) or (evidence and (
+                    i in taken or i + 1 in taken or pair[0] in _CJK_PARTICLES
+                    or pair[1] in _CJK_PARTICLES))))
     return out
 
 
@@ -334,6 +346,7 @@ def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]
 __all__ = [
     "CJK_CHARS",
     "CJK_STOP_PAIRS",
+    "CJK_STOP_WORDS",
     "COMBINING_MARKS",
     "COMMON_TERM_DOCS",
     "IDF_ROWS",
