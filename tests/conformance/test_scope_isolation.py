@@ -154,14 +154,18 @@ def test_another_callers_rows_never_move_a_ranking(mem: Memory, other: Scope, la
     assert [_scores(mem, bo, q) for q in queries] == alone
 
 
+@pytest.mark.parametrize("change", ["mid-thread turns", "expiry"])
 def test_another_tenants_row_never_moves_a_long_lived_callers_ranking(
-        mem: Memory, clock: ManualClock) -> None:
+        store_url: str, scratch_url: str | None, clock: ManualClock, change: str) -> None:
     """A long-lived process remembers a caller's word counts over a large index (3,000
-    rows); a turn written into the middle of a thread writes its neighbours' thread context
-    again in place, which the remembered counts do not see. One row of another tenant must
-    still move none of the caller's scores (SQLite scored a caller alone in one query with
-    the table's fresh statistics, and the others' row switched it to its stale remembered
-    ones)."""
+    rows). The caller's own rows then change where a count topped up with new rows cannot
+    see: turns written into the middle of threads rewrite their neighbours' context in
+    place, or rows expire within the hour. Another tenant's row, appended and then
+    forgotten, must move none of the caller's scores, and a fresh process must rank as
+    the long-lived one (SQLite scored a caller alone with the table's fresh statistics and
+    switched to its stale remembered ones; a forget or a tenth of growth took them again)."""
+    from backends import open_store
+
     rng = random.Random(4)
     vocab = [f"w{n}" for n in range(60)]
     al, start = Scope(user="al"), clock.now() - timedelta(days=1)
@@ -173,19 +177,31 @@ def test_another_tenants_row_never_moves_a_long_lived_callers_ranking(
                 words.insert(rng.randrange(len(words) + 1), word)
         return " ".join(words)
 
+    mem = open_store(store_url, scratch_url, clock)
     mem.episodes.append_many([
         {"scope": al, "text": text(), "actor": "user", "source": f"chat:{i // 20}",
-         "observed_at": start + timedelta(seconds=i)} for i in range(3000)])
+         "observed_at": start + timedelta(seconds=i),
+         "expires_at": clock.now() + timedelta(minutes=10) if i % 7 == 0 else None}
+        for i in range(3000)])
     query = "redis timeout"
     _scores(mem, al, query)  # the counts are remembered
-    mem.episodes.append_many([  # into the middle of threads
-        {"scope": al, "text": "redis", "actor": "user", "source": f"chat:{t}",
-         "observed_at": start + timedelta(seconds=20 * t + 10, milliseconds=500)}
-        for t in range(40)])
+    if change == "expiry":
+        clock.advance(timedelta(minutes=30))
+    else:
+        mem.episodes.append_many([  # into the middle of threads
+            {"scope": al, "text": "redis", "actor": "user", "source": f"chat:{t}",
+             "observed_at": start + timedelta(seconds=20 * t + 10, milliseconds=500)}
+            for t in range(40)])
     before = _scores(mem, al, query)
-    mem.episodes.append(Scope(tenant="acme", user="zed"), text="hello world", actor="user",
-                        source="x:1")
+    zed = Scope(tenant="acme", user="zed")
+    other = mem.episodes.append(zed, text="hello world", actor="user", source="x:1")
     assert _scores(mem, al, query) == before
+    assert mem.forget(zed, record_ids=[other.id], force=True).counts["episodes"] == 1
+    assert _scores(mem, al, query) == before
+    fresh = open_store(store_url, scratch_url, clock)
+    assert _scores(fresh, al, query) == before
+    fresh.close()
+    mem.close()
 
 
 def test_a_word_first_written_after_a_search_that_found_none_is_found(
@@ -207,13 +223,13 @@ def test_a_word_first_written_after_a_search_that_found_none_is_found(
     assert mem.recall(you, "papaya lunch", layers=["episodes"]).refs[:1] == [lunch.ref]
 
 
-def test_two_windows_are_weighed_with_their_own_counts(
+def test_two_windows_weigh_words_as_a_fresh_process_does(
         store_url: str, scratch_url: str | None, clock: ManualClock,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Over a large index a process remembers word counts per filter; two windows a caller
-    names ("since last month", "since this morning") are two filters: the second search
-    weighs the words by this morning's counts, as a fresh process does (the windows shared
-    one set of counts, the month's)."""
+    """Over a large index a process remembers word counts; after a search "since last
+    month", one "since this morning" weighs the words as a fresh process does (the windows
+    shared the month's counts; words now weigh among every row the caller may read,
+    whatever the window)."""
     from backends import open_store
     from memstrata.store import pg_search, sqlite_search
 

@@ -205,8 +205,10 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
                 pending.hand_over(near_search)
         if fact_filter is not None:
             where, params = fact_filter
-            fact_lex = dict(src.db.text_search(tx, "facts", req.query, where, params, limit,
-                                               all_common=all_common))
+            fact_lex = dict(src.db.text_search(
+                tx, "facts", req.query, where, params, limit, all_common=all_common,
+                among=src.facts.filter_sql(req.scope, req.principal, statuses=None,
+                                           include_expired=True)))
         if episodes is not None:
             scorer = episodes.search_text(src, tx, req, limit, all_common,
                                           with_vectors=vectors is not None)
@@ -316,8 +318,12 @@ class _EpisodeCandidates:
         ready); returns the scorer of the matches."""
         named = named_subjects(src, tx, self.where, self.params, req.query)
         drop = sorted({w.lower() for n in named for w in n.split()})
-        lex = dict(src.db.text_search(tx, "episodes", req.query, self.where, self.params,
-                                      limit, drop=drop, all_common=all_common))
+        # words weigh among every episode the caller may read, whatever the window or the
+        # expiry (text_search): a long-lived process weighs them as a fresh one does
+        lex = dict(src.db.text_search(
+            tx, "episodes", req.query, self.where, self.params, limit, drop=drop,
+            all_common=all_common,
+            among=src.episodes.filter_sql(req.scope, req.principal, include_expired=True)))
         return _EpisodeScorer(req, lex, named, drop, lower=self.lower,
                               with_vectors=with_vectors,
                               vectors_judge=with_vectors and src.index.judges_meaning)

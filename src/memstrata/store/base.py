@@ -217,11 +217,15 @@ class Database(Protocol):
         limit: int,
         drop: Sequence[str] = (),
         all_common: AllCommon = "keep",
+        among: tuple[str, Sequence[Any]] | None = None,
     ) -> list[tuple[str, float]]:
         """(id, score) for rows of ``table`` matching ``query`` and ``where`` (alias ``r``);
-        higher score is better. Each word weighs by its frequency among the rows ``where``
-        admits alone: rows outside it (another user's, another tenant's) never move a
-        score or an order. In a large index the query's very common words are left out
+        higher score is better. Each word weighs by its frequency among the rows ``among``
+        (a filter and its parameters; default ``where``) admits alone: the rows the caller
+        may read, whatever their time or status, so that a window, an expiry or a status
+        change never leaves a long-lived process weighing words apart from a fresh one.
+        Rows outside it (another user's, another tenant's) never move a score or an order.
+        In a large index the query's very common words are left out
         (:func:`memstrata.store.lexical.selective`); ``all_common="drop"`` (for a caller that
         also ranks by vectors) returns nothing when every word is that common."""
         ...

@@ -327,10 +327,11 @@ class TermCounts:
         entry = self._items.get((*key, word))
         return entry[0] if entry is not None else None
 
-    def drop(self, table: str) -> None:
+    def drop(self, table: str, keep: Callable[[tuple[Any, ...]], bool] | None = None) -> None:
         """Forget every count of ``table`` (rows were deleted: a count can only be topped
-        up with rows written since, never lowered)."""
-        self._items = {k: v for k, v in self._items.items() if k[0] != table}
+        up with rows written since, never lowered), but those whose key ``keep`` holds."""
+        self._items = {k: v for k, v in self._items.items()
+                       if k[0] != table or (keep is not None and keep(k))}
 
 
 def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]:

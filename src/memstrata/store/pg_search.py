@@ -68,10 +68,13 @@ class PgTextSearch:
 
     def search(self, tx: Any, table: str, query: str, where: str,
                params: Sequence[Any], limit: int, drop: Sequence[str] = (),
-               all_common: AllCommon = "keep") -> list[tuple[str, float]]:
+               all_common: AllCommon = "keep",
+               among: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
         """``ts_rank`` of the words' matches among the rows the caller's filter admits,
-        scaled by each word's weight among those rows (:meth:`_idf`); very common words
-        left out in a large index (:meth:`_rare_words`)."""
+        scaled by each word's weight among the rows ``among`` admits (the rows the caller
+        may read, whatever their time or status; default the filter: :meth:`_idf`); very
+        common words, by the same counts, left out in a large index
+        (:meth:`_rare_words`)."""
         if table not in ("episodes", "facts"):
             raise ValueError(table)
         dropped = set(drop)
@@ -86,13 +89,14 @@ class PgTextSearch:
             source = f"{table}_fts f JOIN {table} r ON r.tenant = f.tenant AND r.id = f.id"
             fts = "f"
         size = self._size(tx, table)
+        sw, sp = among if among is not None else (where, params)  # the statistics' rows
         counted: Callable[[str], int] | None = None
         if size >= LARGE_INDEX_ROWS:
-            words, counted = self._rare_words(tx, table, words, source, fts, where, params,
-                                              size, all_common)
+            words, counted = self._rare_words(tx, table, words, source, fts, sw, sp, size,
+                                              all_common)
             if not words:
                 return []
-        idf = self._idf(tx, table, words, counted, source, fts, where, params, size)
+        idf = self._idf(tx, table, words, counted, source, fts, sw, sp, size)
         # one plainto_tsquery per word, OR-ed: a compound like "billing-api" stays a phrase
         # of its parts, and user text is only ever a parameter
         each = [_tsquery(w) for w in words]

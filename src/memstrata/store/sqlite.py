@@ -38,7 +38,7 @@ from .lexical import COMMON_TERM_DOCS, LARGE_INDEX_ROWS, AllCommon, index_form
 from .sql import chunks, marks
 from .sqlite_driver import sqlite3
 from .sqlite_schema import apply_pending
-from .sqlite_search import TextSearch, doc_len
+from .sqlite_search import TextSearch, doc_len, rewrites_key
 
 if TYPE_CHECKING:
     from .sqlite_vectors import SQLiteVectorIndex
@@ -270,12 +270,14 @@ class SQLiteDatabase:
 
     def text_search(self, tx: Any, table: str, query: str, where: str,
                     params: Sequence[Any], limit: int, drop: Sequence[str] = (),
-                    all_common: AllCommon = "keep") -> list[tuple[str, float]]:
+                    all_common: AllCommon = "keep",
+                    among: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
         """BM25 over the rows the caller's filter admits alone
         (:meth:`memstrata.store.sqlite_search.TextSearch.search`)."""
         if table not in _TEXT_TABLES:
             raise ValueError(table)
-        return self._search.search(tx, table, query, where, params, limit, drop, all_common)
+        return self._search.search(tx, table, query, where, params, limit, drop, all_common,
+                                   among)
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:
@@ -285,7 +287,12 @@ class SQLiteDatabase:
                      (tenant, record_id))
         if row is None:
             raise BackendError(f"cannot index missing {table} row {record_id}")
-        tx.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (row["rid"],))
+        if tx.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (row["rid"],)):
+            # an entry written again in place (a thread's new turn rewrites its neighbours'
+            # context): counts topped up by rowid cannot see it (TextSearch._watch)
+            tx.execute("INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO "
+                       "UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
+                       (rewrites_key(table),))
         tx.execute(f"INSERT INTO {table}_fts (rowid, body, context) VALUES (?, ?, ?)",
                    (row["rid"], index_form(text), index_form(context)))
 

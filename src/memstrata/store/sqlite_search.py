@@ -82,57 +82,56 @@ class TextSearch:
     def __init__(self) -> None:
         self._counts = TermCounts()
         #: Per table, what :meth:`_watch` saw last: the file's change state, the highest
-        #: rowid, that row's id and the index's row count.
-        self._seen: dict[str, tuple[tuple[int, ...], int, str | None, int]] = {}
+        #: rowid, that row's id, the index's row count and its entries written in place.
+        self._seen: dict[str, tuple[tuple[int, ...], int, str | None, int, str]] = {}
 
     def search(self, tx: Any, table: str, query: str, where: str, params: Sequence[Any],
-               limit: int, drop: Sequence[str] = (),
-               all_common: AllCommon = "keep") -> list[tuple[str, float]]:
-        """BM25 over the rows the caller's filter admits alone. SQLite's ``bm25`` takes its
+               limit: int, drop: Sequence[str] = (), all_common: AllCommon = "keep",
+               among: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
+        """BM25 over the rows the caller's filter admits, weighed among the rows ``among``
+        admits (the rows the caller may read, whatever their time or status; default the
+        filter itself) alone. SQLite's ``bm25`` takes its
         statistics from the whole full-text table (every user and tenant): a word's weight
         and the mean entry length, so another caller's rows would move this one's ranking
         and tell whether they hold a word. Each word is scored on its own; from its
         ``bm25``, the table's weight (:meth:`_table_stats`) and the entry's length (FTS5's
         own token counts) give back the word's term frequency, which is scored again with
         the word's weight and the mean entry length among the caller's rows
-        (:meth:`_caller_counts`, :meth:`_caller_length`). Where the filter admits every row
-        (one caller in the file) and those statistics are the table's, SQLite's ``bm25``
-        over all the words is the same score, in one query (at 10k and 20k episodes 0.8 ms
-        against 2.1-2.3 ms for the parts)."""
+        (:meth:`_caller_rows`, :meth:`_caller_counts`, :meth:`_caller_length`). Where the
+        caller may read every row (one caller in the file), the statistics are the same,
+        and SQLite's ``bm25`` over all the words is the same score, in one query (at 10k
+        and 20k episodes 0.8 ms against 2.1-2.3 ms for the parts)."""
         top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
         size = int(top["n"] or 0) if top else 0
         table_rows, table_len = self._table_stats(tx, table)
         self._watch(tx, table, size, table_rows)
-        words, counted = self._selective_words(tx, table, query, drop, where, params,
-                                               all_common, size)
+        # the statistics' rows: every count below is taken among them
+        sw, sp = among if among is not None else (where, params)
+        words, counted = self._selective_words(tx, table, query, drop, sw, sp, all_common,
+                                               size)
         if not words:
             return []
         small = counted is None
-        key = _key(tx, table, where, params, small)
+        key = _key(tx, table, sw, sp, small)
         before = self._counts.peek((*key, "rows"), "")  # the sample before a top-up
-        own_counts, own_rows, whole = self._caller_counts(tx, table, words, counted, where,
-                                                          params, key, size)
-        own = {w: fts5_idf(own_rows, own_counts[w]) for w in words}
+        own_rows = self._caller_rows(tx, table, sw, sp, key, size)
         fts = f"{table}_fts"
-        alone = whole and own_rows == table_rows
-        if alone and small:
-            # the caller's filter admits every row (counted exactly since the last write):
-            # the table's statistics are its own
-            return self._one_query(tx, table, words, where, params, limit)
-        own_len = self._caller_length(tx, table, where, params, key, size, own_rows, before)
         # FTS5's weight of each word: the table's rows and the rows matching it, counted
         # for the file as it is now (a count remembered across writes would let the table's
         # writes show through)
         table_counts = self._counts.counter((table, "table", *tx.changes()), size, lambda w: int(
             tx.one(f"SELECT count(*) AS n FROM {fts} WHERE {fts} MATCH ?", (quote(w),))["n"]))
-        if alone and own_len == table_len and all(
-                own_counts[w] == table_counts(w) for w in words):
-            # every statistic the parts below would take from the caller's remembered counts
-            # is the table's: SQLite's bm25 gives the same scores. Remembered counts can lag
-            # the caller's rows (a row's text written again in place, a row expiring within
-            # the hour): then the parts are scored, so another caller's write never switches
-            # this caller between two sets of statistics
+        if own_rows == table_rows < IDF_ROWS and all(
+                table_counts(w) < COMMON_TERM_DOCS for w in words):
+            # the caller may read every row (its count is exact: topped up with new rows,
+            # taken again after a delete), so the table's statistics are its own, and none
+            # is past a cap the parts below would bound it by: SQLite's bm25 over all the
+            # words at once gives their scores, and another caller's write that ends this
+            # moves none of them
             return self._one_query(tx, table, words, where, params, limit)
+        own_counts = self._caller_counts(tx, table, words, counted, sw, sp, key, size)
+        own = {w: fts5_idf(own_rows, own_counts[w]) for w in words}
+        own_len = self._caller_length(tx, table, sw, sp, key, size, own_rows, before)
         table_idf = {w: fts5_idf(table_rows, table_counts(w)) for w in words}
         # one part per word; the context column (neighbouring records) counts half as much
         # as the body; CROSS JOIN keeps the full-text match the outer loop: before ANALYZE
@@ -171,12 +170,15 @@ class TextSearch:
         return [(r["id"], -float(r["s"])) for r in rows]
 
     def _watch(self, tx: Any, table: str, top: int, total: int) -> None:
-        """Forget the table's remembered counts when rows were deleted since the last
-        search (a count is only ever topped up with the rows above the rowid it was taken
-        at): the highest rowid went down, the row that held it is another (a forget of the
-        newest rows, then a write on the rowids SQLite gives again), or the index lost rows
-        below it (``top``: the highest rowid; ``total``: the index's rows). Read only when
-        the file changed."""
+        """Forget the table's remembered counts when rows were deleted or written again in
+        place since the last search (a count is only ever topped up with the rows above the
+        rowid it was taken at): the highest rowid went down, the row that held it is another
+        (a forget of the newest rows, then a write on the rowids SQLite gives again), the
+        index lost rows below it, or an entry was written again (``meta``, counted by
+        :meth:`~memstrata.store.sqlite.SQLiteDatabase.index_text`: a new turn rewrites its
+        neighbours' thread context). So a remembered count never lags the caller's rows,
+        and a recount, whoever's write prompts it, moves no score (``top``: the highest
+        rowid; ``total``: the index's rows). Read only when the file changed."""
         state = tuple(tx.changes())
         seen = self._seen.get(table)
         if seen is not None and seen[0] == state:
@@ -185,13 +187,17 @@ class TextSearch:
         def id_at(rowid: int) -> str | None:
             row = tx.one(f"SELECT id FROM {table} WHERE rowid = ?", (rowid,))
             return str(row["id"]) if row else None
+        mark = tx.one("SELECT value FROM meta WHERE key = ?", (rewrites_key(table),))
+        rewritten = str(mark["value"]) if mark else "0"
         if seen is not None:
-            _, top0, id0, total0 = seen
+            _, top0, id0, total0, rewritten0 = seen
             above = int(tx.one(f"SELECT count(*) AS n FROM {table} WHERE rowid > ?",
                                (top0,))["n"])
             if top < top0 or id_at(top0) != id0 or total - total0 != above:
                 self._counts.drop(table)
-        self._seen[table] = (state, top, id_at(top), total)
+            elif rewritten != rewritten0:  # the rows are the same: their number holds
+                self._counts.drop(table, keep=_row_count)
+        self._seen[table] = (state, top, id_at(top), total, rewritten)
 
     @staticmethod
     def _table_stats(tx: Any, table: str) -> tuple[int, float]:
@@ -249,36 +255,38 @@ class TextSearch:
         return (selective(words, COMMON_TERM_DOCS, scoped, all_common=all_common,
                           bound=bound), scoped)
 
+    def _caller_rows(self, tx: Any, table: str, where: str, params: Sequence[Any],
+                     key: tuple[Any, ...], size: int) -> int:
+        """``N``, the rows the caller's filter admits: counted up to :data:`IDF_ROWS` once
+        per filter (exactly, until the next write to the file, for a small index or
+        caller: ``key``, :func:`_key`), remembered and topped up with the rows written
+        since."""
+        rows_of = _rows_above(tx, table, where, params, IDF_ROWS)
+        return self._counts.counter((*key, "rows"), size, lambda _: rows_of("", 0),
+                                    more=rows_of, cap=IDF_ROWS)("")
+
     def _caller_counts(self, tx: Any, table: str, words: list[str],
                        counted: Callable[[str], int] | None, where: str,
                        params: Sequence[Any], key: tuple[Any, ...],
-                       size: int) -> tuple[dict[str, int], int, bool]:
-        """How many of the rows the caller's filter admits hold each word, their number
-        ``N``, and whether every count is whole (under its cap). With no ``counted`` (a
-        small index or caller) every count is exact, remembered until the next write to the
-        file (``key``, :func:`_key`); else the word counts are the caller's remembered ones,
+                       size: int) -> dict[str, int]:
+        """How many of the rows the caller's filter admits hold each word. With no
+        ``counted`` (a small index or caller) every count is exact, remembered until the
+        next write to the file (``key``, :func:`_key`); else the caller's remembered ones,
         topped up with the rows written since (capped at ``COMMON_TERM_DOCS``, which every
         word a large index keeps stays below unless all of a query's words are that
-        common), and ``N`` is counted once per filter up to :data:`IDF_ROWS`, remembered
-        and topped up likewise."""
+        common)."""
         fts = f"{table}_fts"
-        rows_of = _rows_above(tx, table, where, params, IDF_ROWS)
-        rows = self._counts.counter((*key, "rows"), size, lambda _: rows_of("", 0),
-                                    more=rows_of, cap=IDF_ROWS)("")
         if counted is None:
             counted = self._counts.counter((*key, "words"), size, lambda w: int(tx.one(
                 f"SELECT count(*) AS n FROM {fts} CROSS JOIN {table} r ON r.rowid = "
                 f"{fts}.rowid WHERE {fts} MATCH ? AND {where}", (quote(w), *params))["n"]))
-            whole = True
-        else:
-            whole = rows < IDF_ROWS and all(counted(w) < COMMON_TERM_DOCS for w in words)
-        return {w: counted(w) for w in words}, rows, whole
+        return {w: counted(w) for w in words}
 
     def _caller_length(self, tx: Any, table: str, where: str, params: Sequence[Any],
                        key: tuple[Any, ...], size: int, rows: int,
                        before: int | None) -> float:
         """The mean length in tokens of the entries of the rows the filter admits: their
-        total over as many of them as :meth:`_caller_counts` counted (all of them, or
+        total over as many of them as :meth:`_caller_rows` counted (all of them, or
         :data:`IDF_ROWS`), remembered like its counts and topped up with the rows its count
         took since (``before``: that count before)."""
         def tokens_of(since: int, take: int) -> int:
@@ -327,4 +335,15 @@ def _key(tx: Any, table: str, where: str, params: Sequence[Any],
     dates = tuple(int(p.timestamp()) for p in params if isinstance(p, datetime))
     return (*base, *dates, *tx.changes())
 
-__all__ = ["TextSearch", "doc_len", "quote"]
+def _row_count(key: tuple[Any, ...]) -> bool:
+    """Whether a remembered count is of rows (``N``, a caller's rows), not of words or
+    tokens: an entry written again in place changes no row's presence."""
+    return key[-1] == "" and key[-2] in ("rows", "caller")
+
+
+def rewrites_key(table: str) -> str:
+    """The ``meta`` key counting the full-text entries of ``table`` written again in place."""
+    return f"fts_rewrites:{table}"
+
+
+__all__ = ["TextSearch", "doc_len", "quote", "rewrites_key"]
