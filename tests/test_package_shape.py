@@ -160,7 +160,7 @@ RECORD_TABLES = {
 }
 #: Tables of an engine: written only inside ``store/`` (one module per engine each).
 ENGINE_TABLES = {"vectors", "meta", "tenants", "write_guard", "migrations", "facts_fts",
-                 "episodes_fts"}
+                 "episodes_fts", "fts_rewrites"}
 #: Where the schema is defined (DDL and triggers name every table), and the LoCoMo bench's
 #: baselines, which index into an in-memory database of their own.
 SCHEMA = {"memstrata.store.sqlite_schema", "memstrata.store.pg_schema",

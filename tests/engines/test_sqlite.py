@@ -25,7 +25,8 @@ def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     names = [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")]
     assert names == ["m001_initial", "m002_tenants", "m003_episode_threads", "m004_api_keys",
                      "m005_drop_source_thread_index", "m006_fts_secure_delete",
-                     "m007_vector_files", "m008_checkpoint_vectors", "m009_words"]
+                     "m007_vector_files", "m008_checkpoint_vectors", "m009_words",
+                     "m010_fts_rewrites"]
     mem.close()
     Memory.open(f"sqlite:///{db_path}", embedder=None).close()  # reopen: no re-run
     assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names

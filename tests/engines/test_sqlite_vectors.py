@@ -344,7 +344,10 @@ def test_broken_or_restored_files_are_rebuilt_and_doctor_sees_what_it_cannot_fix
         mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
         assert mem.recall(ALICE, "Albatross vault code", layers=["episodes"]).refs[:1] == [ref]
         mem.close()
-        assert Memory.open(f"sqlite:///{db}", clock=clock, embedder=None).doctor() == []
+        # closed before the restore below deletes the WAL (a live connection would keep
+        # the old shared-memory index and see the restored file torn)
+        with Memory.open(f"sqlite:///{db}", clock=clock, embedder=None) as checked:
+            assert checked.doctor() == []
     # the database restored from a backup behind the files: rebuilt, so a later forget
     # scrubs (before, the files' delete counter was ahead and nothing was scrubbed)
     shutil.copy(db, tmp_path / "backup.db")

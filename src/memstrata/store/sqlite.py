@@ -38,7 +38,7 @@ from .lexical import COMMON_TERM_DOCS, LARGE_INDEX_ROWS, AllCommon, index_form
 from .sql import chunks, marks
 from .sqlite_driver import sqlite3
 from .sqlite_schema import apply_pending
-from .sqlite_search import TextSearch, doc_len, rewrites_key
+from .sqlite_search import TextSearch, doc_len
 
 if TYPE_CHECKING:
     from .sqlite_vectors import SQLiteVectorIndex
@@ -290,9 +290,8 @@ class SQLiteDatabase:
         if tx.execute(f"DELETE FROM {table}_fts WHERE rowid = ?", (row["rid"],)):
             # an entry written again in place (a thread's new turn rewrites its neighbours'
             # context): counts topped up by rowid cannot see it (TextSearch._watch)
-            tx.execute("INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO "
-                       "UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
-                       (rewrites_key(table),))
+            tx.execute("INSERT INTO fts_rewrites (tbl, n) VALUES (?, 1) ON CONFLICT (tbl) DO "
+                       "UPDATE SET n = n + 1", (table,))
         tx.execute(f"INSERT INTO {table}_fts (rowid, body, context) VALUES (?, ?, ?)",
                    (row["rid"], index_form(text), index_form(context)))
 

@@ -292,6 +292,16 @@ def m009_words(conn: sqlite3.Connection) -> None:
                          (rowid, index_form(body or ""), index_form(context or "")))
 
 
+@migration
+def m010_fts_rewrites(conn: sqlite3.Connection) -> None:
+    """How many full-text entries of each table were written again in place (a thread's new
+    turn rewrites its neighbours' context), counted by
+    :meth:`~memstrata.store.sqlite.SQLiteDatabase.index_text`: a process's remembered word
+    counts, topped up by rowid, cannot see such a change
+    (:meth:`memstrata.store.sqlite_search.TextSearch._watch`)."""
+    conn.execute("CREATE TABLE fts_rewrites (tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+
+
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:
     """Apply the pending migrations inside the caller's transaction; returns their names."""
     conn.execute("CREATE TABLE IF NOT EXISTS migrations "

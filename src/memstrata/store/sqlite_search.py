@@ -83,7 +83,7 @@ class TextSearch:
         self._counts = TermCounts()
         #: Per table, what :meth:`_watch` saw last: the file's change state, the highest
         #: rowid, that row's id, the index's row count and its entries written in place.
-        self._seen: dict[str, tuple[tuple[int, ...], int, str | None, int, str]] = {}
+        self._seen: dict[str, tuple[tuple[int, ...], int, str | None, int, int]] = {}
 
     def search(self, tx: Any, table: str, query: str, where: str, params: Sequence[Any],
                limit: int, drop: Sequence[str] = (), all_common: AllCommon = "keep",
@@ -174,9 +174,9 @@ class TextSearch:
         place since the last search (a count is only ever topped up with the rows above the
         rowid it was taken at): the highest rowid went down, the row that held it is another
         (a forget of the newest rows, then a write on the rowids SQLite gives again), the
-        index lost rows below it, or an entry was written again (``meta``, counted by
-        :meth:`~memstrata.store.sqlite.SQLiteDatabase.index_text`: a new turn rewrites its
-        neighbours' thread context). So a remembered count never lags the caller's rows,
+        index lost rows below it, or an entry was written again (``fts_rewrites``, counted
+        by :meth:`~memstrata.store.sqlite.SQLiteDatabase.index_text`: a new turn rewrites
+        its neighbours' thread context). So a remembered count never lags the caller's rows,
         and a recount, whoever's write prompts it, moves no score (``top``: the highest
         rowid; ``total``: the index's rows). Read only when the file changed."""
         state = tuple(tx.changes())
@@ -187,8 +187,8 @@ class TextSearch:
         def id_at(rowid: int) -> str | None:
             row = tx.one(f"SELECT id FROM {table} WHERE rowid = ?", (rowid,))
             return str(row["id"]) if row else None
-        mark = tx.one("SELECT value FROM meta WHERE key = ?", (rewrites_key(table),))
-        rewritten = str(mark["value"]) if mark else "0"
+        mark = tx.one("SELECT n FROM fts_rewrites WHERE tbl = ?", (table,))
+        rewritten = int(mark["n"]) if mark else 0
         if seen is not None:
             _, top0, id0, total0, rewritten0 = seen
             above = int(tx.one(f"SELECT count(*) AS n FROM {table} WHERE rowid > ?",
@@ -341,9 +341,4 @@ def _row_count(key: tuple[Any, ...]) -> bool:
     return key[-1] == "" and key[-2] in ("rows", "caller")
 
 
-def rewrites_key(table: str) -> str:
-    """The ``meta`` key counting the full-text entries of ``table`` written again in place."""
-    return f"fts_rewrites:{table}"
-
-
-__all__ = ["TextSearch", "doc_len", "quote", "rewrites_key"]
+__all__ = ["TextSearch", "doc_len", "quote"]
