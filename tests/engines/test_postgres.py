@@ -645,7 +645,8 @@ def test_a_large_index_leaves_out_very_common_words(pg: AppDatabase,
         with app(pg, "default") as c:
             c.execute("ANALYZE episodes_fts")  # the app role holds MAINTAIN
             c.commit()
-        monkeypatch.setattr(pg_search, "LARGE_INDEX_ROWS", 20)
+        # large for Alice (15 rows) and Carol (12): a caller's own rows decide
+        monkeypatch.setattr(pg_search, "LARGE_INDEX_ROWS", 10)
         monkeypatch.setattr(pg_search, "COMMON_TERM_DOCS", 10)
         # "deploy" is in 33 rows: left out; "kubernetes" is in 3 of them and in the following
         # context of the two turns before them
@@ -728,12 +729,15 @@ def test_the_callers_own_rows_decide_which_words_are_common(
             mem.episodes.append_many([{"scope": who, "text": f"kubernetes deploy {i} failed",
                                        "source": f"k8s:{i}", "actor": "tool"}
                                       for i in range(n)])
+        mem.episodes.append_many([{"scope": carol, "text": f"carol's note {i}",
+                                   "source": f"n:{i}", "actor": "tool"} for i in range(8)])
         db = mem.db
         assert isinstance(db, PostgresDatabase)
         with app(pg, "default") as c:
             c.execute("ANALYZE episodes_fts")
             c.commit()
-        monkeypatch.setattr(pg_search, "LARGE_INDEX_ROWS", 20)
+        # large for Alice (15 rows) and Carol (12): a caller's own rows decide
+        monkeypatch.setattr(pg_search, "LARGE_INDEX_ROWS", 10)
         monkeypatch.setattr(pg_search, "COMMON_TERM_DOCS", 10)
 
         def found(scope: Scope, query: str) -> int:
@@ -748,6 +752,38 @@ def test_the_callers_own_rows_decide_which_words_are_common(
         # 4 of Carol's rows: "deploy" stays in her query (the 60 of Bob's rows do not count)
         assert found(carol, "deploy number") == 4
         assert found(carol, "deploy") == 4
+
+
+def test_another_tenants_rows_never_make_a_callers_index_large(pg: AppDatabase,
+                                                              clock: ManualClock) -> None:
+    """Whether a query drops its common words is the caller's own rows' call: al's 1,500
+    rows (a word in 1,100 of them) keep every word after another tenant's 1,000 rows and
+    ANALYZE, with the same scores (the planner's estimate of the whole table decided, and
+    al's hits went from 30 to 20)."""
+    al, zed = Scope(user="al"), Scope(tenant="acme", user="zed")
+    filler = [f"w{n}" for n in range(40)]
+
+    def text(i: int) -> str:
+        return " ".join(filler[(i * 7 + j) % 40] for j in range(3 + i % 9))
+
+    with Memory.open(pg.app_url, embedder=None, clock=clock) as mem:
+        mem.episodes.append_many([
+            {"scope": al, "text": ("alpha " if i < 1100 else "") + ("kiwi " if i % 75 == 0
+                                                                     else "") + text(i),
+             "actor": "user", "source": f"c:{i}"} for i in range(1500)])
+        with psycopg.connect(pg.owner_url, autocommit=True) as c:
+            c.execute("ANALYZE episodes_fts")
+
+        def shown() -> list[tuple[str, float]]:
+            return [(h.ref, round(h.score, 9)) for h in mem.episodes.search(al, "alpha kiwi",
+                                                                            k=30)]
+        before = shown()
+        assert len(before) == 30
+        mem.episodes.append_many([{"scope": zed, "text": text(i), "actor": "user",
+                                   "source": f"z:{i}"} for i in range(1000)])
+        with psycopg.connect(pg.owner_url, autocommit=True) as c:
+            c.execute("ANALYZE episodes_fts")
+        assert shown() == before
 
 
 def test_m012_gives_rows_indexed_before_it_the_words_of_their_paths(pg: AppDatabase) -> None:

@@ -78,6 +78,13 @@ def bm25_idf(rows: int, holding: int) -> float:
     return math.log(1 + (max(rows, holding) - holding + 0.5) / (holding + 0.5))
 
 
+def settled(score: float) -> float:
+    """A lexical score to 12 significant digits: what two ways of computing it give alike
+    (SQLite's one query and its word-by-word parts differ in the last bits, by the whole
+    table's statistics), so equal scores tie and order by id, whoever else holds rows."""
+    return float(f"{score:.12g}")
+
+
 def fts5_idf(rows: int, holding: int) -> float:
     """The weight SQLite's FTS5 ``bm25`` gives a word found in ``holding`` of ``rows`` rows:
     ``log((N - n + 0.5) / (n + 0.5))``, at least 1e-6 (a word in half the rows or more
@@ -364,5 +371,6 @@ __all__ = [
     "index_form",
     "plain_words",
     "selective",
+    "settled",
     "terms",
 ]

@@ -10,11 +10,14 @@ Contract (used by :class:`memstrata.store.postgres.PostgresDatabase`):
   user's or tenant's rows move no score. Matching goes through the SECURITY DEFINER
   functions of :mod:`memstrata.store.pg_schema` (the GIN index); user text is only ever a
   parameter.
-- Over a large index (:data:`~memstrata.store.lexical.LARGE_INDEX_ROWS` rows or more) the
-  query drops its very common words by the caller's own counts, as on SQLite
-  (:func:`memstrata.store.lexical.selective`). A process remembers those counts
-  (:class:`~memstrata.store.lexical.TermCounts`) until the index grows by a tenth; a count
-  of 0 is asked again each time, so a word written later is found.
+- Where the caller may read :data:`~memstrata.store.lexical.LARGE_INDEX_ROWS` rows or more
+  (its own count decides, as on SQLite), the query drops its very common words by the
+  caller's own counts (:func:`memstrata.store.lexical.selective`). A process remembers
+  those counts (:class:`~memstrata.store.lexical.TermCounts`) until the index grows by a
+  tenth; a count of 0 is asked again each time, so a word written later is found. Unlike
+  SQLite's, they are not topped up with the rows written since (there is no rowid to count
+  from): meanwhile a long-lived process weighs words apart from a fresh one, and the
+  recount that a tenth of growth prompts, whoever's rows they are, moves its scores.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .lexical import (
     filter_key,
     fold,
     selective,
+    settled,
     terms,
 )
 from .pg_tx import _FTS_COPIED, TS_CONFIG
@@ -88,10 +92,14 @@ class PgTextSearch:
         else:
             source = f"{table}_fts f JOIN {table} r ON r.tenant = f.tenant AND r.id = f.id"
             fts = "f"
-        size = self._size(tx, table)
         sw, sp = among if among is not None else (where, params)  # the statistics' rows
         counted: Callable[[str], int] | None = None
-        if size >= LARGE_INDEX_ROWS:
+        # large by the caller's own rows, as on SQLite: the planner's estimate of the table
+        # (every tenant's rows, -1 before ANALYZE) let another tenant's rows decide
+        own = int(tx.one(f"SELECT count(*) AS n FROM (SELECT 1 FROM {source} WHERE {sw} "
+                         "LIMIT ?) c", (*sp, max(LARGE_INDEX_ROWS, 0)))["n"])
+        size = max(self._size(tx, table), own)
+        if own >= LARGE_INDEX_ROWS:
             words, counted = self._rare_words(tx, table, words, source, fts, sw, sp, size,
                                               all_common)
             if not words:
@@ -111,7 +119,7 @@ class PgTextSearch:
             f"AND {where} ORDER BY s DESC, r.id LIMIT ?",
             (*args, *(x for w, (_, a) in zip(words, each, strict=True) for x in (idf[w], *a)),
              *args, *params, limit))
-        return [(r["id"], float(r["s"])) for r in rows]
+        return [(r["id"], settled(float(r["s"]))) for r in rows]
 
     def _idf(self, tx: Any, table: str, words: list[str], counted: Callable[[str], int] | None,
              source: str, fts: str, where: str, params: Sequence[Any],

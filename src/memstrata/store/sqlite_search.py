@@ -34,6 +34,7 @@ from .lexical import (
     filter_key,
     fts5_idf,
     selective,
+    settled,
     terms,
 )
 
@@ -154,7 +155,7 @@ class TextSearch:
             "GROUP BY p.id ORDER BY s DESC, p.id LIMIT ?",
             (*(x for w in words for x in (table_idf[w], own[w], quote(w), *params)),
              table_len, table_len, own_len, limit))
-        return [(r["id"], float(r["s"])) for r in rows]
+        return [(r["id"], settled(float(r["s"]))) for r in rows]
 
     @staticmethod
     def _one_query(tx: Any, table: str, words: list[str], where: str, params: Sequence[Any],
@@ -167,7 +168,7 @@ class TextSearch:
             f"{table} r ON r.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {where} "
             "ORDER BY s, r.id LIMIT ?",
             (" OR ".join(quote(w) for w in words), *params, limit))
-        return [(r["id"], -float(r["s"])) for r in rows]
+        return [(r["id"], settled(-float(r["s"]))) for r in rows]
 
     def _watch(self, tx: Any, table: str, top: int, total: int) -> None:
         """Forget the table's remembered counts when rows were deleted or written again in
