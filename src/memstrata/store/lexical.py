@@ -48,15 +48,19 @@ COMMON_TERM_DOCS = 1_000
 #: with the threshold at 50k, 17 ms at 2k).
 LARGE_INDEX_ROWS = 2 * COMMON_TERM_DOCS
 #: Above :data:`LARGE_INDEX_ROWS`, the number of a caller's rows that a word's inverse
-#: document frequency is taken against (and, on SQLite, the rows whose mean length BM25
-#: takes) is counted up to this many (once per filter and process, then topped up): a
-#: bounded count, while every word a large index keeps stays below ``COMMON_TERM_DOCS``,
-#: so the weights keep their order. Up to it the caller's statistics are exact, so SQLite
-#: can score a caller alone in its index with one ``bm25`` query (see
-#: :mod:`memstrata.store.sqlite_search`). Counting 50k rows took 3.5 ms at 20k episodes
-#: and reading their lengths 6-8 ms, once per process and hour; the first 50k rows of a
-#: 1M-episode store are read as quickly.
-IDF_ROWS = 50 * COMMON_TERM_DOCS
+#: document frequency is taken against is counted up to this many on PostgreSQL (once per
+#: filter and process): a bounded count, while every word a large index keeps stays below
+#: ``COMMON_TERM_DOCS``, so the weights keep their order (at 100k and 1M episodes on
+#: PostgreSQL the first query after open stayed at 0.44-0.86 s, see dbb8038; counting 50k
+#: rows put it at 1.03-1.48 s in two of three fresh processes at 100k).
+IDF_ROWS = 10 * COMMON_TERM_DOCS
+#: On SQLite a caller's ``N`` and the entry lengths BM25 takes are counted up to this many
+#: (once per process and filter, then topped up with the rows written since): up to it its
+#: statistics are exact, so a caller alone in its index is scored with one ``bm25`` query
+#: (see :mod:`memstrata.store.sqlite_search`). Measured warm: a caller's 20k rows counted
+#: in 3.5 ms and their lengths read in 6-8 ms; at 1M episodes, 9-11 ms and 20-38 ms for
+#: the first 50k (cold: 91 ms to count).
+EXACT_ROWS = 50 * COMMON_TERM_DOCS
 
 #: What :func:`selective` does when every matching word of a query is that common.
 AllCommon = Literal["keep", "drop"]
@@ -357,6 +361,7 @@ __all__ = [
     "CJK_STOP_WORDS",
     "COMBINING_MARKS",
     "COMMON_TERM_DOCS",
+    "EXACT_ROWS",
     "IDF_ROWS",
     "LARGE_INDEX_ROWS",
     "STOPWORDS",

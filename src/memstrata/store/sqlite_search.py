@@ -9,7 +9,7 @@ Contract (used by :class:`memstrata.store.sqlite.SQLiteDatabase`, which register
 - A word's weight and the mean entry length are the caller's (the rows its filter admits),
   never the whole table's: another user's or tenant's rows move no score and no order.
   Where one caller fills the table alone and every statistic it takes from its own counts
-  (up to :data:`~memstrata.store.lexical.IDF_ROWS` rows) is the table's, the scores are
+  (up to :data:`~memstrata.store.lexical.EXACT_ROWS` rows) is the table's, the scores are
   SQLite's own ``bm25``, in one query; either way the same scores, so another caller's
   write that ends the caller's being alone moves none of them. For a caller with many rows
   the counts are bounded and remembered (see :func:`_key`).
@@ -26,7 +26,7 @@ from typing import Any
 
 from .lexical import (
     COMMON_TERM_DOCS,
-    IDF_ROWS,
+    EXACT_ROWS,
     LARGE_INDEX_ROWS,
     AllCommon,
     TermCounts,
@@ -122,7 +122,7 @@ class TextSearch:
         # writes show through)
         table_counts = self._counts.counter((table, "table", *tx.changes()), size, lambda w: int(
             tx.one(f"SELECT count(*) AS n FROM {fts} WHERE {fts} MATCH ?", (quote(w),))["n"]))
-        if own_rows == table_rows < IDF_ROWS and all(
+        if own_rows == table_rows < EXACT_ROWS and all(
                 table_counts(w) < COMMON_TERM_DOCS for w in words):
             # the caller may read every row (its count is exact: topped up with new rows,
             # taken again after a delete), so the table's statistics are its own, and none
@@ -258,13 +258,13 @@ class TextSearch:
 
     def _caller_rows(self, tx: Any, table: str, where: str, params: Sequence[Any],
                      key: tuple[Any, ...], size: int) -> int:
-        """``N``, the rows the caller's filter admits: counted up to :data:`IDF_ROWS` once
+        """``N``, the rows the caller's filter admits: counted up to :data:`EXACT_ROWS` once
         per filter (exactly, until the next write to the file, for a small index or
         caller: ``key``, :func:`_key`), remembered and topped up with the rows written
         since."""
-        rows_of = _rows_above(tx, table, where, params, IDF_ROWS)
+        rows_of = _rows_above(tx, table, where, params, EXACT_ROWS)
         return self._counts.counter((*key, "rows"), size, lambda _: rows_of("", 0),
-                                    more=rows_of, cap=IDF_ROWS)("")
+                                    more=rows_of, cap=EXACT_ROWS)("")
 
     def _caller_counts(self, tx: Any, table: str, words: list[str],
                        counted: Callable[[str], int] | None, where: str,
@@ -288,7 +288,7 @@ class TextSearch:
                        before: int | None) -> float:
         """The mean length in tokens of the entries of the rows the filter admits: their
         total over as many of them as :meth:`_caller_rows` counted (all of them, or
-        :data:`IDF_ROWS`), remembered like its counts and topped up with the rows its count
+        :data:`EXACT_ROWS`), remembered like its counts and topped up with the rows its count
         took since (``before``: that count before)."""
         def tokens_of(since: int, take: int) -> int:
             return int(tx.one(
@@ -297,8 +297,8 @@ class TextSearch:
                 "ON z.id = c.rid", (since, *params, take))["n"])
 
         tokens = self._counts.counter(
-            (*key, "tokens"), size, lambda _: tokens_of(0, IDF_ROWS),
-            more=lambda _, since: tokens_of(since, max(IDF_ROWS - (before or 0), 0)))("")
+            (*key, "tokens"), size, lambda _: tokens_of(0, EXACT_ROWS),
+            more=lambda _, since: tokens_of(since, max(EXACT_ROWS - (before or 0), 0)))("")
         return max(tokens / rows if rows else 1.0, 1e-9)
 
 def _rows_above(tx: Any, table: str, where: str, params: Sequence[Any],
