@@ -224,7 +224,9 @@ class Database(Protocol):
         (a filter and its parameters; default ``where``) admits alone: the rows the caller
         may read, whatever their time or status, so that a window, an expiry or a status
         change never leaves a long-lived process weighing words apart from a fresh one.
-        Rows outside it (another user's, another tenant's) never move a score or an order.
+        Rows outside it (another user's, another tenant's) never move a score or an order
+        (on PostgreSQL, a long-lived process's counts for a caller with many rows lag its
+        own writes until the index grows by a tenth: :mod:`memstrata.store.pg_search`).
         In a large index the query's very common words are left out
         (:func:`memstrata.store.lexical.selective`); ``all_common="drop"`` (for a caller that
         also ranks by vectors) returns nothing when every word is that common."""

@@ -8,11 +8,12 @@ Contract (used by :class:`memstrata.store.sqlite.SQLiteDatabase`, which register
   column (neighbouring records) counts half as much as the body.
 - A word's weight and the mean entry length are the caller's (the rows its filter admits),
   never the whole table's: another user's or tenant's rows move no score and no order.
-  Where one caller fills the table alone and every statistic it takes from its own counts
-  (up to :data:`~memstrata.store.lexical.EXACT_ROWS` rows) is the table's, the scores are
-  SQLite's own ``bm25``, in one query; either way the same scores, so another caller's
-  write that ends the caller's being alone moves none of them. For a caller with many rows
-  the counts are bounded and remembered (see :func:`_key`).
+  Where the caller may read every row of the table (fewer than
+  :data:`~memstrata.store.lexical.EXACT_ROWS`, no query word in ``COMMON_TERM_DOCS`` of
+  them), the table's statistics are its own and the scores are SQLite's own ``bm25``, in
+  one query; either way the same scores, so another caller's write that ends this moves
+  none of them. For a caller with many rows the counts are bounded and remembered (see
+  :func:`_key`), and never lag its rows (:meth:`TextSearch._watch`).
 - In a large index very common query words are left out, as the caller's own counts say
   (:func:`memstrata.store.lexical.selective`); the counts are remembered per process
   (:class:`~memstrata.store.lexical.TermCounts`).
@@ -90,11 +91,11 @@ class TextSearch:
                limit: int, drop: Sequence[str] = (), all_common: AllCommon = "keep",
                among: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
         """BM25 over the rows the caller's filter admits, weighed among the rows ``among``
-        admits (the rows the caller may read, whatever their time or status; default the
-        filter itself) alone. SQLite's ``bm25`` takes its
-        statistics from the whole full-text table (every user and tenant): a word's weight
-        and the mean entry length, so another caller's rows would move this one's ranking
-        and tell whether they hold a word. Each word is scored on its own; from its
+        admits alone (the rows the caller may read, whatever their time or status; default
+        the filter itself). SQLite's ``bm25`` takes its statistics from the whole full-text
+        table (every user and tenant): a word's weight and the mean entry length, so
+        another caller's rows would move this one's ranking and tell whether they hold a
+        word. Each word is scored on its own; from its
         ``bm25``, the table's weight (:meth:`_table_stats`) and the entry's length (FTS5's
         own token counts) give back the word's term frequency, which is scored again with
         the word's weight and the mean entry length among the caller's rows
