@@ -72,7 +72,7 @@ def test_term_counts_hold_while_the_index_grows_by_less_than_a_tenth() -> None:
 def test_a_cjk_run_is_taken_as_its_overlapping_pairs() -> None:
     """Chinese and Japanese put no spaces between words: a run longer than two characters
     is its overlapping pairs, a shorter one is kept whole, Latin pieces stay words; a
-    query's function words (CJK_STOP_PAIRS) are left out."""
+    query's function words (CJK_STOP_WORDS) are left out."""
     assert cjk_pairs("为什么部署失败") == ["为什", "什么", "么部", "部署", "署失", "失败"]
     # question words go; the ranker's evidence also leaves out the pairs beside them and
     # those holding a particle, which mostly straddle two words (still searched: 酒吧, 目的)

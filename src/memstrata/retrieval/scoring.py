@@ -36,7 +36,7 @@ def held(query_terms: Sequence[str], text: str) -> list[str]:
     for q in query_terms:
         bare = fold(q)
         if bare in present or (" " + (bare[:5] if len(bare) > 5 else bare)) in joined or (
-                has_cjk(bare) and bare in folded.lower()):  # CJK: no spaces between words
+                has_cjk(bare) and bare in folded):  # CJK: no spaces between words
             out.append(q)
     return out
 

@@ -51,8 +51,7 @@ LARGE_INDEX_ROWS = 2 * COMMON_TERM_DOCS
 #: document frequency is taken against is counted up to this many on PostgreSQL (once per
 #: filter and process): a bounded count, while every word a large index keeps stays below
 #: ``COMMON_TERM_DOCS``, so the weights keep their order (at 100k and 1M episodes on
-#: PostgreSQL the first query after open stayed at 0.44-0.86 s, see dbb8038; counting 50k
-#: rows put it at 1.03-1.48 s in two of three fresh processes at 100k).
+#: PostgreSQL the first query after open stayed at 0.44-0.86 s, see dbb8038).
 IDF_ROWS = 10 * COMMON_TERM_DOCS
 #: On SQLite a caller's ``N`` and the entry lengths BM25 takes are counted up to this many
 #: (once per process and filter, then topped up with the rows written since): up to it its
@@ -97,7 +96,7 @@ def fts5_idf(rows: int, holding: int) -> float:
     return idf if idf > 0.0 else 1e-6
 
 
-def _latin_folds() -> dict[int, str]:
+def _folds() -> dict[int, str]:
     """The Latin letters that are an ASCII letter with one accent (é, ñ, ç, İ; U+00C0 to
     U+024F and U+1E00 to U+1EFF), each to its letter: the letters SQLite's ``unicode61``
     tokenizer folds (``remove_diacritics 1``). A letter of two accents (Vietnamese ệ),
@@ -114,7 +113,7 @@ def _latin_folds() -> dict[int, str]:
     return out
 
 
-_LATIN_FOLDS = _latin_folds()
+_FOLDS = _folds()
 #: Accents left on their own once composed (no letter holds them: "i" and a dot above, as
 #: "İ" lower-cases), which SQLite's tokenizer drops.
 _LONE_ACCENTS_RE = re.compile("[\u0300-\u036f]")
@@ -122,12 +121,12 @@ _LONE_ACCENTS_RE = re.compile("[\u0300-\u036f]")
 
 def fold(text: str) -> str:
     """``text`` composed (NFC) and without the accents SQLite's tokenizer drops ("café" ->
-    "cafe", "naïve" -> "naive"; see :func:`_latin_folds`; and an accent no letter holds):
+    "cafe", "naïve" -> "naive"; see :func:`_folds`; and an accent no letter holds):
     for comparing words in Python the way the index matches them, and for PostgreSQL's
     index (:func:`plain_words`)."""
     if text.isascii():
         return text
-    return _LONE_ACCENTS_RE.sub("", unicodedata.normalize("NFC", text).translate(_LATIN_FOLDS))
+    return _LONE_ACCENTS_RE.sub("", unicodedata.normalize("NFC", text).translate(_FOLDS))
 
 
 def terms(text: str, *, keep_stopwords: bool = False, evidence: bool = False) -> list[str]:
@@ -161,15 +160,13 @@ def terms(text: str, *, keep_stopwords: bool = False, evidence: bool = False) ->
 #: that are rarely part of another word are listed (not 一下, which 周一下午 holds).
 _CJK_STOP_TEXT = """
 什么 为什 怎么 怎样 哪里 哪个 哪些 时候 我们 你们 他们 她们 它们 这个 那个 这些 那些 这样
-那样 这里 那里 请问 为何 如何 什麼 為什 怎麼 怎樣 哪裡 哪個 哪些 時候 我們 你們 他們 她們
+那样 这里 那里 请问 为何 如何 什麼 為什 怎麼 怎樣 哪裡 哪個 時候 我們 你們 他們 她們
 這個 那個 這些 那些 這樣 那樣 這裡 那裡 請問 為何 吗 呢 吧 嗎
 です ます まし ませ でし した して この その あの どの これ それ あれ どこ なぜ どう いつ
 なに だれ はい ので のは のを には では とは けど
 습니 니다 합니 입니 세요 어요 해요 나요 언제 어디 무엇 누구 왜 뭐
 """
 CJK_STOP_WORDS = frozenset(_CJK_STOP_TEXT.split())
-#: The old name of :data:`CJK_STOP_WORDS`.
-CJK_STOP_PAIRS = CJK_STOP_WORDS
 #: Particles that join words (的, 呢, が, は...): a pair holding one mostly straddles two
 #: words, so it is no evidence that a text holds a word of the query (:func:`cjk_pairs`).
 _CJK_PARTICLES = frozenset("的呢吗吧啊嗎呀嘛がをはのにでへ")
@@ -357,7 +354,6 @@ def filter_key(table: str, where: str, params: Sequence[Any]) -> tuple[Any, ...]
 
 __all__ = [
     "CJK_CHARS",
-    "CJK_STOP_PAIRS",
     "CJK_STOP_WORDS",
     "COMBINING_MARKS",
     "COMMON_TERM_DOCS",
