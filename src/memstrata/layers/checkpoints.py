@@ -4,6 +4,8 @@ Contract:
 - One current value per field: ``save`` overwrites the fields it is given and
   carries the others forward from the previous version; each save is a new,
   immutable version row (a trigger refuses UPDATE), so history is kept.
+- A version's fields are stored as JSON text (:func:`~memstrata.store.sql.json_text`); a
+  forget's match is looked for in the task name and the fields' strings.
 - ``current(scope, task)`` returns the latest version in full, or None; it is
   read straight from the store, so a brand-new process can resume from it.
 - List fields must be lists of strings; text is screened for secrets (redacted); a task
@@ -37,10 +39,13 @@ from ..inputs import MAX_NAME, MAX_TEXT, clean_text, date_arg, text_arg
 from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
 from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
-from ..store.sql import checkpoint_vector_id
+from ..store.sql import checkpoint_vector_id, json_text
 from .indexing import RecordIndex
 from .selector import Selector
 
+#: What a forget's match is looked for in: the task's name, the strings of the data (JSON).
+_MATCHED_TEXT = ("task",)
+_MATCHED_JSON = ("data",)
 _LIST_FIELDS = ("constraints", "plan", "completed", "evidence", "source_refs",
                 "pending_identity_changes")
 MAX_ITEMS = 200
@@ -195,7 +200,7 @@ class Checkpoints:
         version = (int(prev["version"]) if prev else 0) + 1
         tx.execute(f"INSERT INTO checkpoints ({SCOPE_COLUMNS}, task, version, data, updated_at, "
                    "updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (*scope_values(scope), task, version, json.dumps(data, sort_keys=True),
+                   (*scope_values(scope), task, version, json_text(data, sort_keys=True),
                     when, who))
         where, params = exact_sql(scope)
         row = tx.one(f"{_SELECT} WHERE {where} AND r.task = ? AND r.version = ?",
@@ -320,37 +325,50 @@ class Checkpoints:
                 if include_closed or not json.loads(r["data"]).get("closed")]
 
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
-        """Delete (unless ``dry_run``) every version of the checkpoints whose task or data
-        contains ``sel.match`` (all of the scope's without a match), or the versions named
-        by ids (``checkpoint:TASK@N``, the reference a handoff hit carries; none for a
+        """Delete (unless ``dry_run``) every checkpoint version whose task or data contains
+        ``sel.match`` (a string of the data, not a field's name, however the JSON escaped
+        it: :mod:`memstrata.store.sql`; all of the scope's without a match), or the versions
+        named by ids (``checkpoint:TASK@N``, the reference a handoff hit carries; none for a
         subject). Returns the reference of each version deleted (``checkpoint:TASK@N``)."""
         found = self._where(sel)
-        rows = self._selected(tx, found)
+        rows, exact = self._selected(tx, sel, found)
         if rows and found is not None and not dry_run:
-            tx.execute(f"DELETE FROM checkpoints AS r WHERE {found[0]}", found[1])
+            if exact:  # the filter selects these versions alone
+                tx.execute(f"DELETE FROM checkpoints AS r WHERE {found[0]}", found[1])
+            else:
+                tx.executemany("DELETE FROM checkpoints WHERE tenant = ? AND scope_key = ? "
+                               "AND task = ? AND version = ?",
+                               [(sel.scope.tenant, r["scope_key"], r["task"], r["version"])
+                                for r in rows])
         return [f"checkpoint:{r['task']}@{int(r['version'])}" for r in rows]
 
     def vector_ids(self, tx: Tx, sel: Selector) -> list[str]:
         """The vector ids of the versions :meth:`forget_rows` deletes (their vectors go with
         them: a schema trigger)."""
         return [checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"]))
-                for r in self._selected(tx, self._where(sel))]
+                for r in self._selected(tx, sel, self._where(sel))[0]]
 
     @staticmethod
-    def _selected(tx: Tx, found: tuple[str, list[Any]] | None) -> list[Row]:
-        """The versions a :meth:`_where` filter selects (scope key, task, version)."""
+    def _selected(tx: Tx, sel: Selector,
+                  found: tuple[str, list[Any]] | None) -> tuple[list[Row], bool]:
+        """The versions ``sel`` selects (scope key, task, version, data) among those its
+        :meth:`_where` filter selects (a superset for a match), and whether they are all
+        of those."""
         if found is None:
-            return []
+            return [], True
         where, params = found
-        return tx.all(f"SELECT r.scope_key AS scope_key, r.task AS task, r.version AS version "
-                      f"FROM checkpoints r WHERE {where} ORDER BY r.task, r.version", params)
+        rows = tx.all(f"SELECT r.scope_key AS scope_key, r.task AS task, r.version AS version, "
+                      f"r.data AS data FROM checkpoints r WHERE {where} "
+                      "ORDER BY r.task, r.version", params)
+        kept = [r for r in rows if sel.keeps(r, _MATCHED_TEXT, _MATCHED_JSON)]
+        return kept, len(kept) == len(rows)
 
     @staticmethod
     def _where(sel: Selector) -> tuple[str, list[Any]] | None:
         """The filter (alias ``r``) of the versions ``sel`` selects; None for none."""
         if sel.subject is not None:
             return None
-        where, params = sel.where(("data", "task"))
+        where, params = sel.where(_MATCHED_TEXT, json_columns=_MATCHED_JSON)
         ids = sel.ids_for("checkpoint")
         if ids is not None:
             # an id is a reference without its layer ("TASK@N"); others name other layers

@@ -26,7 +26,8 @@ Store contract (:class:`Procedures`, reached as ``mem.procedures``):
   again; rolling back twice goes two activations back. Nothing to go back to
   is a Conflict.
 - Every proposal, activation, refusal, deactivation and rollback is an event
-  in ``history(name)`` (oldest first), kept in the version rows' JSON.
+  in ``history(name)`` (oldest first), kept in the version rows' JSON
+  (:func:`~memstrata.store.sql.json_text`).
 - Scope: procedures belong to the tenant by default (``Scope(tenant=...)``);
   pass ``scope=`` for a user- or project-specific procedure. Management calls
   (propose, get, versions, list, activate, rollback, history) address exactly
@@ -50,6 +51,7 @@ from ..inputs import MAX_NAME, int_arg, text_arg
 from ..models import Scope, _Model, build, make_scope
 from ..scoping import SCOPE_COLUMNS, applies_sql, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
+from ..store.sql import json_text
 from .procedure_model import (
     CaseReport,
     EventAction,
@@ -79,6 +81,9 @@ class ProcedureEvent(_Model):
 
 
 _COLUMNS = "name, version, status, data, owner, created_at, activated_at, activated_by"
+#: What a forget's match is looked for in: the name, the strings of the data (JSON).
+_MATCHED_TEXT = ("name",)
+_MATCHED_JSON = ("data",)
 
 
 def _data(row: Row) -> dict[str, Any]:
@@ -141,7 +146,7 @@ class Procedures:
             data = {"procedure": content, "events": [_event(seq, version, "proposed", now, by)]}
             tx.execute(f"INSERT INTO procedures ({SCOPE_COLUMNS}, {_COLUMNS}) VALUES "
                        "(?, ?, ?, ?, ?, ?, ?, 'proposed', ?, ?, ?, NULL, NULL)",
-                       (*scope_values(sc), proc.name, version, json.dumps(data), proc.owner,
+                       (*scope_values(sc), proc.name, version, json_text(data), proc.owner,
                         now))
             row = self._row(tx, sc, proc.name, version)
         return procedure_from_row(row)
@@ -225,7 +230,7 @@ class Procedures:
         data["events"] = [*data.get("events", []), event]
         bare, params = exact_sql(sc, "")
         tx.execute(f"UPDATE procedures SET data = ? WHERE {bare} AND name = ? AND version = ?",
-                   (json.dumps(data), *params, row["name"], row["version"]))
+                   (json_text(data), *params, row["name"], row["version"]))
 
     # -- reads ------------------------------------------------------------
     def _rows(self, tx: Tx, sc: Scope, name: str) -> list[Row]:
@@ -311,15 +316,24 @@ class Procedures:
         return sorted(events, key=lambda e: e.seq)
 
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
-        """Delete (unless ``dry_run``) the versions whose name or content contains
+        """Delete (unless ``dry_run``) the versions whose name or data (content and history:
+        its strings, not its field names, however the JSON escaped them) contains
         ``sel.match`` (every version the scope owns without a match; none for a subject or
         ids). Returns the names, one per version."""
         if sel.ids is not None or sel.subject is not None:
             return []
-        where, params = sel.where(("data", "name"))
-        rows = tx.all(f"SELECT r.name AS name FROM procedures r WHERE {where}", params)
+        where, params = sel.where(_MATCHED_TEXT, json_columns=_MATCHED_JSON)
+        found = tx.all(f"SELECT r.scope_key AS scope_key, r.name AS name, r.version AS version, "
+                       f"r.data AS data FROM procedures r WHERE {where}", params)
+        rows = [r for r in found if sel.keeps(r, _MATCHED_TEXT, _MATCHED_JSON)]
         if rows and not dry_run:
-            tx.execute(f"DELETE FROM procedures AS r WHERE {where}", params)
+            if len(rows) == len(found):  # the filter selects these versions alone
+                tx.execute(f"DELETE FROM procedures AS r WHERE {where}", params)
+            else:
+                tx.executemany("DELETE FROM procedures WHERE tenant = ? AND scope_key = ? AND "
+                               "name = ? AND version = ?",
+                               [(sel.scope.tenant, r["scope_key"], r["name"], r["version"])
+                                for r in rows])
         return [r["name"] for r in rows]
 
     # defined last: inside the class body the name shadows the builtin in annotations

@@ -1,7 +1,9 @@
 """What a forget selects: the scope it owns, and a match, a subject or record ids.
 
 A :class:`Selector` is validated once (:func:`selector`) and handed to every layer's
-``forget_rows``, so each layer applies the same selection to its own table.
+``forget_rows``, so each layer applies the same selection to its own table. A match is
+the contains rule of :mod:`memstrata.store.sql`: on a text column exact in SQL, on a JSON
+column a superset in SQL that :meth:`Selector.keeps` decides row by row.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from ..errors import ValidationError
 from ..inputs import ids_arg, name_arg, text_arg
 from ..models import Scope, make_scope
 from ..scoping import owned_sql
-from ..store.sql import contains_sql, like_param, marks
+from ..store.sql import (
+    contains_sql,
+    json_contains,
+    json_contains_sql,
+    json_like_params,
+    like_param,
+    marks,
+    text_contains,
+)
 
 
 @dataclass(frozen=True)
@@ -50,16 +60,31 @@ class Selector:
         return self.match is None and self.subject is None and self.ids is None
 
     def where(self, text_columns: Sequence[str],
-              among: tuple[str, list[Any]] | None = None) -> tuple[str, list[Any]]:
+              among: tuple[str, list[Any]] | None = None,
+              json_columns: Sequence[str] = ()) -> tuple[str, list[Any]]:
         """The WHERE fragment (alias ``r``) of the rows the scope owns (or those ``among``
-        selects) and, with a match, whose ``text_columns`` contain it (case-insensitive);
-        the layer adds ids/subject."""
+        selects) and, with a match, whose ``text_columns`` contain it (case-insensitive)
+        or whose ``json_columns`` may (a superset: :meth:`keeps` decides each row); the
+        layer adds ids/subject."""
         where, params = owned_sql(self.scope) if among is None else (among[0],
                                                                       list(among[1]))
         if self.match is not None:
-            where += " AND (" + " OR ".join(contains_sql(f"r.{c}") for c in text_columns) + ")"
+            tests = [*(contains_sql(f"r.{c}") for c in text_columns),
+                     *(json_contains_sql(f"r.{c}") for c in json_columns)]
+            where += " AND (" + " OR ".join(tests) + ")"
             params += [like_param(self.match)] * len(text_columns)
+            params += json_like_params(self.match) * len(json_columns)
         return where, params
+
+    def keeps(self, row: dict[str, Any], text_columns: Sequence[str],
+              json_columns: Sequence[str] = ()) -> bool:
+        """Whether a row :meth:`where` selected with these columns (``row`` holds them) is
+        in the selection: one of its text columns or a string in one of its JSON columns
+        contains the match (every row without a match or without JSON columns)."""
+        if self.match is None or not json_columns:
+            return True
+        return (any(text_contains(row[c], self.match) for c in text_columns)
+                or any(json_contains(row[c], self.match) for c in json_columns))
 
 
 def narrowed(sel: Selector, layer: str,

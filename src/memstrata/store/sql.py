@@ -4,6 +4,15 @@
 SQLite's default limit of host parameters, and short enough for PostgreSQL's planner),
 with :func:`marks` placeholders; ids are always parameters, never interpolated.
 
+The "contains" rule of a forget's match is defined here once: a text column contains the
+match when its case-folded text holds the case-folded match (:func:`contains_sql` with
+:func:`like_param`; :func:`case_fold` is the folding, Python's ``str.lower``, which the SQLite
+engine installs as its SQL ``lower()``, so that SQLite folds all of Unicode as PostgreSQL's
+``lower()`` does). A JSON column (:func:`json_text`) contains it when one of its strings
+does (not a key): :func:`json_contains_sql` with :func:`json_like_params` selects a
+superset in SQL, for the text written now and for the ``\\uXXXX``-escaped text written
+before (no UPDATE rewrites immutable rows), and :func:`json_contains` decides each row.
+
 A checkpoint version has no id column (its key is scope, task and version); the id its
 vector is stored under is one rule, written twice side by side: :func:`checkpoint_vector_id`
 for the writer and :func:`checkpoint_vector_id_sql` for the delete triggers and the doctor.
@@ -11,6 +20,7 @@ for the writer and :func:`checkpoint_vector_id_sql` for the delete triggers and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -30,6 +40,23 @@ def marks(items: Sequence[Any]) -> str:
     return ", ".join("?" * len(items))
 
 
+def case_fold(text: str) -> str:
+    """The case folding of the contains rule (Unicode: ``ÖZTÜRK`` and ``öztürk`` are one)."""
+    return text.lower()
+
+
+def sql_lower(value: object) -> str | None:
+    """:func:`case_fold` as the SQL function ``lower(x)``: what the SQLite engine registers in
+    place of SQLite's own, which folds ASCII letters only (NULL stays NULL)."""
+    if isinstance(value, str):
+        return case_fold(value)
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return case_fold(value.decode("utf-8", "replace"))
+    return case_fold(str(value))
+
+
 def contains_sql(column: str) -> str:
     """Portable case-insensitive substring test with one parameter (see :func:`like_param`)."""
     return f"lower({column}) LIKE ? ESCAPE '\\'"
@@ -42,7 +69,60 @@ def _escaped(text: str) -> str:
 
 def like_param(match: str) -> str:
     """The LIKE pattern for :func:`contains_sql`: ``match`` with its wildcards escaped."""
-    return f"%{_escaped(match.lower())}%"
+    return f"%{_escaped(case_fold(match))}%"
+
+
+def text_contains(text: str | None, match: str) -> bool:
+    """:func:`contains_sql` in Python: whether ``text`` contains ``match``, case folded."""
+    return text is not None and case_fold(match) in case_fold(text)
+
+
+def json_text(value: Any, *, sort_keys: bool = False) -> str:
+    """The JSON text stored in a column the contains rule reads: characters beyond ASCII
+    as they are (only quotes, backslashes and control characters are escaped)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys)
+
+
+def json_contains_sql(column: str) -> str:
+    """The rows whose JSON text ``column`` may contain the match: a superset, with the two
+    parameters of :func:`json_like_params`; :func:`json_contains` decides each row."""
+    return f"({contains_sql(column)} OR {contains_sql(column)})"
+
+
+def json_like_params(match: str) -> list[str]:
+    """The LIKE patterns of :func:`json_contains_sql`: the folded match as
+    :func:`json_text` escapes it, and as the JSON text written before it escaped it
+    (``ensure_ascii``): each character beyond ASCII a ``\\uXXXX`` of any code point (in
+    that form a capital and its small letter differ; :func:`json_contains` tells)."""
+    folded = case_fold(match)
+    old = "".join(_escaped(json.dumps(ch)[1:-1]) if ord(ch) < 128
+                  else "\\\\u____" * (2 if ord(ch) > 0xFFFF else 1) for ch in folded)
+    return [f"%{_escaped(json.dumps(folded, ensure_ascii=False)[1:-1])}%", f"%{old}%"]
+
+
+def json_contains(text: Any, match: str) -> bool:
+    """Whether a string of the JSON ``text`` (a value at any depth, not a key) contains
+    ``match``, case folded, however the text was escaped; text that is not JSON is read
+    as plain text (a value a driver decoded already, as it is)."""
+    value = text
+    if isinstance(text, str):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text_contains(text, match)
+    return any(text_contains(s, match) for s in _strings(value))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """The strings of a decoded JSON value: its values at any depth, not its keys."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def prefix_param(prefix: str) -> str:
@@ -82,5 +162,22 @@ def without_vector_sql(table: str) -> str:
             f"(SELECT 1 FROM vectors v WHERE v.tenant = r.tenant AND v.record_id = {ident})")
 
 
-__all__ = ["CHUNK", "VECTORS_IN_USE_SQL", "checkpoint_vector_id", "checkpoint_vector_id_sql",
-           "chunks", "contains_sql", "like_param", "marks", "prefix_param", "without_vector_sql"]
+__all__ = [
+    "CHUNK",
+    "VECTORS_IN_USE_SQL",
+    "case_fold",
+    "checkpoint_vector_id",
+    "checkpoint_vector_id_sql",
+    "chunks",
+    "contains_sql",
+    "json_contains",
+    "json_contains_sql",
+    "json_like_params",
+    "json_text",
+    "like_param",
+    "marks",
+    "prefix_param",
+    "sql_lower",
+    "text_contains",
+    "without_vector_sql",
+]

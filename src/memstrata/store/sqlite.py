@@ -21,6 +21,10 @@ Contract (the schema and its invariants are in :mod:`memstrata.store.sqlite_sche
   alone, and in a large index very common query words are left out
   (:mod:`memstrata.store.sqlite_search`).
 - Vectors live in the same file (:mod:`memstrata.store.sqlite_vectors`).
+- ``lower()`` in SQL is :func:`memstrata.store.sql.sql_lower` (registered on every
+  connection in place of SQLite's, which folds ASCII only), so a forget's match is
+  case-insensitive for all of Unicode, as on PostgreSQL. No index or trigger may use
+  ``lower()``: another connection would compute it differently.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BackendError, ConfigError, Conflict
 from .base import Capabilities, Row
 from .lexical import COMMON_TERM_DOCS, LARGE_INDEX_ROWS, AllCommon, index_form
-from .sql import chunks, marks
+from .sql import chunks, marks, sql_lower
 from .sqlite_driver import sqlite3
 from .sqlite_schema import apply_pending
 from .sqlite_search import TextSearch, doc_len
@@ -137,6 +141,8 @@ class SQLiteDatabase:
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.create_function("memstrata_doc_len", 1, doc_len, deterministic=True)
+            # SQLite's own lower() folds ASCII only: the contains rule folds all of Unicode
+            conn.create_function("lower", 1, sql_lower, deterministic=True)
         except sqlite3.Error as exc:
             raise BackendError(f"cannot open SQLite file {self.path}: {exc}",
                                hint="check the path and its permissions") from exc
