@@ -1,11 +1,13 @@
 """The SQLite vector index: a model change is refused until reindex; the two-stage search
 of a large block agrees with the exact one; the memory-mapped files beside the store are
-opened by a new process instead of loaded, lose a forgotten vector at once, and are rebuilt
+opened by a new process instead of loaded, lose a forgotten vector at once (and the names
+of a forgotten user, while everyone else's rows still decode to theirs), and are rebuilt
 when they do not match the store. (PostgreSQL's HNSW counterparts are in
 ``test_postgres.py``.)"""
 
 from __future__ import annotations
 
+import textwrap
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -465,3 +467,253 @@ def test_a_prepared_search_is_the_search_of_its_transaction(tmp_path: Path,
     assert late.id in {h.ref.removeprefix("episode:") for h in
                        mem.recall(ALICE, "billing worker deploy note late", k=50).items}
     mem.close()
+
+
+CAROL = Scope(user="carol.smith@example.com", project="proj-carol-secret", agent="carol-agent")
+CAROL_SHARED = Scope(user="carol.smith@example.com", project="proj-shared")
+DAVE = Scope(user="dave", project="proj-shared", agent="dave-agent")
+BOB = Scope(user="bob", project="p")
+#: What carol's records name, and what the files must no longer hold once she is gone.
+CAROLS_NAMES = (b"carol.smith", b"proj-carol-secret", b"carol-agent", b"carol-principal-xyz")
+#: The vector search of each (scope, principal, query): by the index itself, so the scope
+#: codes in the files decide what passes, not a filter in SQL after them.
+SEARCHES = [(BOB, None, "bob filler 17"), (DAVE, "dave", "dave note"),
+            (DAVE, "dave-reader", "dave note"),
+            (Scope(user="bob", project="p", agent="dave-agent"), None, "bob filler 3"),
+            (Scope(user="dave", project="proj-shared", agent="bob"), "dave-reader", "dave")]
+SEARCH = textwrap.dedent("""
+    import json, sys
+    from memstrata import ManualClock, Memory, Scope
+    from memstrata.providers.embeddings import HashingEmbedder
+    mem = Memory.open("sqlite:///" + sys.argv[1], clock=ManualClock(sys.argv[2]),
+                      embedder=HashingEmbedder(dims=64))
+    out = []
+    for scope, principal, query in json.loads(sys.argv[3]):
+        qvec = mem.index.embed_query(query)
+        with mem.db.transaction("default", write=False) as tx:
+            out.append([i for i, _ in mem.index.vectors.search(
+                tx, Scope(**scope), principal, qvec, 10, now=mem.clock.now())])
+    print(json.dumps({"hits": out, "doctor": mem.doctor()}))
+    mem.close()
+""")
+
+
+def _vector_hits(mem: Memory) -> list[list[str]]:
+    out = []
+    for scope, principal, query in SEARCHES:
+        qvec = mem.index.embed_query(query)
+        with mem.db.transaction("default", write=False) as tx:
+            out.append([i for i, _ in mem.index.vectors.search(  # type: ignore[union-attr]
+                tx, scope, principal, qvec, 10, now=mem.clock.now())])
+    return out
+
+
+def _decoded(db: Path) -> tuple[dict[int, tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
+    """(user, project, agent, readers) of every live row by rowid: as the vector files
+    decode them, and as the table holds them."""
+    import json
+
+    import numpy as np
+
+    from memstrata.store.sqlite_driver import sqlite3
+    from memstrata.store.vector_segment import Segment, segment_name
+
+    conn = sqlite3.connect(str(db))
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        table = {int(r[0]): (r[1], r[2], r[3], json.loads(r[4]) if r[4] else None)
+                 for r in conn.execute(
+                     "SELECT v.rowid, e.s_user, e.s_project, e.s_agent, e.readers FROM vectors "
+                     "v JOIN episodes e ON e.tenant = v.tenant AND e.id = v.record_id")}
+    finally:
+        conn.close()
+    model = meta["embedding_model"]
+    seg = Segment.open(int(model.rpartition(":")[2]), db.with_name(db.name + "-vectors") /
+                       segment_name("default", "episodes"), store=meta["store_id"], model=model)
+    assert seg is not None
+    alive = np.flatnonzero(seg.rows["alive"][: seg.n] == 1)
+    return dict(zip(seg.rows["rowid"][alive].tolist(), seg.scopes(alive), strict=True)), table
+
+
+def _in_a_new_process(db: Path, clock: ManualClock) -> dict[str, Any]:
+    import json
+    import subprocess
+    import sys
+
+    searches = json.dumps([(s.model_dump(exclude_none=True), p, q) for s, p, q in SEARCHES])
+    done = subprocess.run([sys.executable, "-c", SEARCH, str(db), clock.now().isoformat(),
+                           searches], capture_output=True, text=True, check=True, timeout=300)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.parametrize("how", ["forget", "sweep"])
+def test_a_forgotten_or_expired_user_leaves_no_name_in_the_files(
+        tmp_path: Path, clock: ManualClock, how: str) -> None:
+    """Past FILES_ABOVE vectors the index lives in files; forgetting a whole user (or her
+    records expiring and being swept) leaves none of her user, project, agent or reader
+    names in them, while the codes of everyone else's rows still decode to their names:
+    the same vector hits, here and in a new process, and doctor finds nothing."""
+    from memstrata.store import sqlite_vectors
+
+    db = tmp_path / "u.db"
+    folder = db.with_name(db.name + "-vectors")
+    mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+    lapse = {"expires_at": clock.now() + timedelta(days=1)} if how == "sweep" else {}
+    items: list[dict[str, Any]] = [
+        {"scope": BOB, "text": f"bob filler {i}", "actor": "user", "source": f"b/{i}",
+         "thread": f"b{i // 10}"} for i in range(sqlite_vectors.FILES_ABOVE + 100)]
+    # carol's names get codes before dave's: his must stay valid past the erased ones
+    items += [{"scope": CAROL if i < 20 else CAROL_SHARED, "text": f"carol note {i} kumquat",
+               "actor": "user", "source": f"c/{i}", "thread": "c",
+               "readers": ["carol-principal-xyz"] if i % 2 else None, **lapse}
+              for i in range(25)]
+    items += [{"scope": DAVE, "text": f"dave note {i}", "actor": "user", "source": f"d/{i}",
+               "thread": "d", "readers": ["dave-reader"] if i % 2 else None}
+              for i in range(20)]
+    for start in range(0, len(items), 1000):
+        mem.episodes.append_many(items[start:start + 1000])
+    before = _vector_hits(mem)
+    blob = b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
+    assert all(name in blob for name in CAROLS_NAMES)  # the files really held them
+    assert all(before[:4]) and not before[4]
+    assert set(before[2]) - set(before[1])  # dave's reader sees his restricted notes too
+
+    if how == "forget":
+        assert mem.forget(Scope(user=CAROL.user)).counts["vectors"] == 25
+    else:
+        clock.advance(days=2)
+        assert mem.sweep()["episodes"] == 25
+    blob = b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
+    assert [name for name in CAROLS_NAMES if name in blob] == []
+    assert all(name in blob for name in (b'"bob"', b'"proj-shared"', b"dave-agent",
+                                         b"dave-reader"))
+    assert _vector_hits(mem) == before  # carol's were never among them
+    mem.close()
+    in_files, in_table = _decoded(db)
+    assert in_files == in_table and len(in_table) == len(items) - 25
+
+    fresh = _in_a_new_process(db, clock)  # decodes the codes from the files alone
+    assert fresh == {"hits": before, "doctor": []}
+    again = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+    assert _vector_hits(again) == before and again.doctor() == []
+    if how == "forget":  # carol comes back: her names get new codes, her filters work
+        back = again.episodes.append(CAROL, text="carol note again kumquat", actor="user",
+                                     source="c/new", readers=["carol-principal-xyz"])
+        qvec = again.index.embed_query("carol note again kumquat")
+        with again.db.transaction("default", write=False) as tx:
+            search = again.index.vectors.search  # type: ignore[union-attr]
+            assert back.id in [i for i, _ in search(tx, CAROL, "carol-principal-xyz", qvec, 5,
+                                                    now=clock.now())]
+            assert back.id not in [i for i, _ in search(tx, DAVE, "carol-principal-xyz", qvec,
+                                                        5, now=clock.now())]
+            assert back.id not in [i for i, _ in search(tx, CAROL, None, qvec, 5,
+                                                        now=clock.now())]
+        assert _vector_hits(again) == before and again.doctor() == []
+    again.close()
+    in_files, in_table = _decoded(db)
+    assert in_files == in_table
+    blob = b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
+    assert (b"carol.smith" in blob) == (how == "forget")
+    assert _in_a_new_process(db, clock) == {"hits": before, "doctor": []}
+
+
+def _rows(rowids: range, users: list[str], readers: dict[int, list[str]]) -> list[Any]:
+    from memstrata.store.vector_segment import NewRow
+
+    return [NewRow(rowid=r, record_id=f"r{r}", vec=bytes(16), user=users[i],
+                   project=f"{users[i]}-project", agent=None, expires=float("inf"),
+                   observed=0.0, readers=readers.get(r)) for i, r in enumerate(rowids)]
+
+
+def test_an_erased_name_leaves_every_process_and_may_come_back(tmp_path: Path) -> None:
+    """The scrub overwrites a name in place (codes keep their numbers); another process
+    holding the files reads them anew before it writes, so a name that comes back gets a
+    new code that every process decodes alike; the overwritten lines keep the files'
+    length, so a reader that never saw the header move still reads whole lines."""
+    import numpy as np
+
+    from memstrata.store.vector_segment import Segment
+
+    prefix = tmp_path / "seg"
+    kw: dict[str, Any] = {"store": "s", "model": "m:4"}
+    one = Segment.create(4, prefix, tenant="t", layer="episodes", **kw)
+    with one.locked():
+        one.append(_rows(range(1, 4), ["ann", "carol", "ben"], {2: ["carol-reader"]}))
+    two = Segment.open(4, prefix, **kw)
+    assert two is not None and two.codes == one.codes
+    lines = [tmp_path / "seg.codes", tmp_path / "seg.readers"]
+    sizes = [p.stat().st_size for p in lines]
+    with one.locked():
+        one.scrub(np.array([1]), 1)  # carol's row
+    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert b"carol" not in blob and b"ann-project" in blob and b"ben-project" in blob
+    assert [p.stat().st_size for p in lines] == sizes
+    assert one.unused() == ({}, [])
+    with two.locked():  # reads the overwritten files anew, then writes carol back
+        assert "carol" not in two.codes and not any(two.restricted.values())
+        two.append(_rows(range(4, 5), ["carol"], {4: ["carol-reader"]}))
+    assert two.codes["carol"] == 7  # a new code: 3 stays carol's old, unnamed
+    one.refresh()
+    three = Segment.open(4, prefix, **kw)
+    assert three is not None
+    for seg in (one, two, three):
+        assert seg.scopes(np.array([0, 2, 3])) == [
+            ("ann", "ann-project", None, None), ("ben", "ben-project", None, None),
+            ("carol", "carol-project", None, ["carol-reader"])]
+        assert seg.scope_mask("carol", "carol-project", None, "carol-reader").tolist() == \
+            [False, False, False, True]
+        assert not seg.scope_mask("carol", "carol-project", None, None).any()
+        assert seg.scope_mask("ann", "ann-project", None, None).tolist() == \
+            [True, False, False, False]
+
+
+def test_a_name_too_short_for_its_code_has_the_files_rebuilt(tmp_path: Path) -> None:
+    """A one-letter name at code 1000 or above cannot be overwritten by its code in place:
+    the files go (SegmentGone), and the caller rebuilds them from the database."""
+    import numpy as np
+
+    from memstrata.store.vector_segment import Segment, SegmentGone
+
+    prefix = tmp_path / "seg"
+    seg = Segment.create(4, prefix, store="s", model="m:4", tenant="t", layer="episodes")
+    users = [f"user{i:04d}" for i in range(499)] + ["z"]  # with projects: z is code 999
+    with seg.locked():
+        seg.append(_rows(range(1, 501), users, {}))
+        seg.append(_rows(range(501, 502), ["y"], {}))  # y: code 1001
+    assert seg.codes["z"] == 999 and seg.codes["y"] == 1001
+    with seg.locked():
+        seg.scrub(np.array([499]), 1)  # z's row: "z" becomes 999, same length
+    assert b'"z"' not in (tmp_path / "seg.codes").read_bytes()
+    with pytest.raises(SegmentGone), seg.locked():
+        seg.scrub(np.array([500]), 2)  # y's row: 1001 is longer than "y"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seg.lock"]
+
+
+def test_doctor_sees_names_left_behind_and_rows_that_decode_to_other_names(
+        tmp_path: Path, clock: ManualClock, small_files: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from memstrata.store.vector_segment import Segment
+
+    db = tmp_path / "d.db"
+    mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
+    mem.episodes.append_many(_texts(20))
+    mem.episodes.append_many([{"scope": CAROL, "text": f"carol note {i}", "actor": "user",
+                               "source": f"c/{i}", "readers": ["carol-principal-xyz"]}
+                              for i in range(3)])
+    assert mem.recall(ALICE, "nightly backup", layers=["episodes"]).items
+    with monkeypatch.context() as patch:  # a scrub of an earlier version: names stay
+        patch.setattr(Segment, "_erase", lambda self, dying: None)
+        mem.forget(Scope(user=CAROL.user))
+    mem.close()
+    folder = db.with_name(db.name + "-vectors")
+    assert b"carol.smith" in b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
+    with Memory.open(f"sqlite:///{db}", clock=clock, embedder=None) as plain:
+        assert any("3 names of users, projects or agents and the readers of 3 removed rows "
+                   "are still in the files" in p for p in plain.doctor())
+    # a name changed in place (the file's length kept): alice's rows decode to another user
+    (codes,) = folder.glob("*.codes")
+    codes.write_bytes(codes.read_bytes().replace(b'"alice"', b'"bobby"'))
+    with Memory.open(f"sqlite:///{db}", clock=clock, embedder=None) as plain:
+        assert any("rows sampled have another scope or readers than the table" in p
+                   for p in plain.doctor())

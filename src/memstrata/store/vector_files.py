@@ -8,8 +8,10 @@ Contract:
   BackendError when files could not be written.
 - :func:`verify_files` (``memstrata doctor``) only reads: every vector in the table is of
   the recorded model, and each segment's files agree with the table up to the highest
-  rowid they hold: the same live rows, the same ids, the same vectors (a sample, byte for
-  byte). Files behind the table's deletes are looked at again for up to two seconds (a
+  rowid they hold: the same live rows, the same ids, the same vectors and scopes and
+  readers (a sample: vectors byte for byte, scopes decoded to their names), and no user,
+  project, agent or reader named that no live row uses (what a forget or sweep left on
+  disk). Files behind the table's deletes are looked at again for up to two seconds (a
   forget in another process scrubs them right after its commit), so a check beside a busy
   store does not report that gap. What it finds comes with what to do: the files are a
   cache, rebuilt from the database when the folder is deleted (or by ``memstrata
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..scoping import load_json_list
 from .sqlite_vectors import SQLiteVectorIndex
 from .vector_segment import Segment, files_on_disk, remove_files, segment_name
 
@@ -122,13 +125,28 @@ def _compare(conn: sqlite3.Connection, seg: Segment, tenant: str, layer: str) ->
     if wrong_ids:
         out.append(f"{wrong_ids} rows of the files name another record than the table")
     sample = both[:: max(1, len(both) // SAMPLE)][:SAMPLE]
-    differ = 0
-    for rowid in sample:
-        got = conn.execute("SELECT vec FROM vectors WHERE rowid = ?", (rowid,)).fetchone()
+    scopes = seg.scopes(np.array([held[r] for r in sample], np.int64))
+    differ = misnamed = 0
+    for rowid, scope in zip(sample, scopes, strict=True):
+        got = conn.execute(
+            "SELECT v.vec, r.s_user, r.s_project, r.s_agent, r.readers FROM vectors v "
+            f"LEFT JOIN {layer} r ON r.tenant = v.tenant AND r.id = v.record_id "
+            "WHERE v.rowid = ?", (rowid,)).fetchone()
         if got is None or seg.vec[held[rowid]].tobytes() != bytes(got[0]):
             differ += 1
+        readers = load_json_list(got[4]) if got is not None else None
+        if got is not None and scope != (got[1], got[2], got[3], readers):
+            misnamed += 1
     if differ:
         out.append(f"{differ} of {len(sample)} vectors sampled differ from the table")
+    if misnamed:
+        out.append(f"{misnamed} of {len(sample)} rows sampled have another scope or readers "
+                   "than the table")
+    names, dead = seg.unused()
+    if names or dead:
+        out.append(f"{len(names)} names of users, projects or agents and the readers of "
+                   f"{len(dead)} removed rows are still in the files, though no live row "
+                   "uses them (a forget or sweep did not finish)")
     return out
 
 

@@ -9,6 +9,19 @@ Contract:
   ``alive`` flag. Rows are appended, never rewritten, except by :meth:`Segment.scrub`, which
   overwrites a row's vector, projection and id with zeros and marks it dead: a forgotten
   record's vector is removed from the files as well as from the database.
+- Nothing in the files names a user, project, agent or reader that no live row uses (an
+  erasure leaves no name on disk): before a scrub touches the rows, it overwrites in place
+  each line of ``P.codes`` whose name no row that stays alive uses, with its code as a JSON
+  number padded with spaces (codes are never renumbered: a surviving row decodes to the
+  same names; an earlier version reads the line as a name no row has), and each line of
+  ``P.readers`` of a row that dies, with ``[slot, []]`` padded. The files keep their length
+  and line breaks, so the header's byte counts hold at every step of a crash, and a crash
+  before the rows die leaves them alive for the next scrub to find again. The header's
+  ``erased`` count, raised as soon as the lines are written, tells other processes to read
+  both files anew before they write. What a crashed writer left past the header's counts
+  is cut off by the scrub too. A name shorter than its code's digits (``"x"`` at code
+  1000) cannot be overwritten so: the files are removed (:class:`SegmentGone`) and rebuilt
+  from the database, which no longer holds the name.
 - The database stays the truth; these files are a cache of it. :meth:`Segment.open`
   returns ``None`` for files that do not match the store (another store's id, another
   model or dims, a broken header, a file shorter than its header says) and the caller
@@ -17,12 +30,13 @@ Contract:
   a full disk is an ``OSError`` (the caller searches from memory), not a SIGBUS.
 - File layout, for the path prefix ``P``: ``P.vec`` (float32, capacity x dims), ``P.rows``
   (the structured :data:`ROW` array), ``P.low`` (float32, capacity x ``PROJECT_DIMS``),
-  ``P.proj.npy`` (the projection), ``P.codes`` and ``P.readers`` (JSON lines, appended) and
-  ``P.json``, the header: how many rows, up to which rowid, the generation reconciled and
-  how many bytes of the two line files are valid. The header is replaced atomically after
-  the data it describes is flushed, so a reader or a crash never trusts a row it does not
-  cover. Writers hold an exclusive ``flock`` on ``P.lock`` and catch up on what another
-  process wrote before they write.
+  ``P.proj.npy`` (the projection), ``P.codes`` and ``P.readers`` (JSON lines, appended,
+  overwritten only as above) and ``P.json``, the header: how many rows, up to which rowid,
+  the generation reconciled, how many bytes of the two line files are valid and how often
+  their lines were overwritten (``erased``; missing from earlier versions' files: never).
+  The header is replaced atomically after the data it describes is flushed, so a reader
+  or a crash never trusts a row it does not cover. Writers hold an exclusive ``flock`` on
+  ``P.lock`` and catch up on what another process wrote before they write.
 - Ids that are not ASCII of at most 32 bytes cannot be stored in ``P.rows``; a segment
   that meets one stays in memory (:class:`SegmentUnfit`).
 """
@@ -35,7 +49,7 @@ import math
 import mmap
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +66,8 @@ PROJECT_DIMS = 64
 NONE_CODE = 0  # code of "field not set" in the scope-code columns
 FORMAT = 1
 #: The header's counts: whole numbers, none negative (the generation of new files is -1).
-_COUNTS = ("n", "cap", "max_rowid", "generation", "low_n", "codes_bytes", "readers_bytes")
+_COUNTS = ("n", "cap", "max_rowid", "generation", "low_n", "codes_bytes", "readers_bytes",
+           "erased")
 ROW = np.dtype([("rowid", "<i8"), ("id", "S32"), ("user", "<i4"), ("project", "<i4"),
                 ("agent", "<i4"), ("expires", "<f8"), ("observed", "<f8"), ("alive", "u1")])
 
@@ -110,8 +125,12 @@ class Segment:
         self.proj: np.ndarray | None = None
         self.codes: dict[str, int] = {}
         self.restricted: dict[int, list[str]] = {}
+        #: Lines of the scope-code file (each a code, overwritten ones included).
+        self._ncodes = 0
         self._codes_bytes = 0
         self._readers_bytes = 0
+        #: The header's count of line overwrites this segment has read the files after.
+        self._erased = 0
         self._masks: dict[tuple[Any, ...], np.ndarray] = {}
         self._min_expiry: tuple[int, float] = (-1, math.inf)
         #: :meth:`residual_norms`, for the projection it was computed with.
@@ -176,7 +195,8 @@ class Segment:
                 "tenant": self.tenant, "layer": self.layer,
                 "epoch": self.epoch, "n": self.n, "cap": self.cap, "max_rowid": self.max_rowid,
                 "generation": self.generation, "low_n": self.low_n,
-                "codes_bytes": self._codes_bytes, "readers_bytes": self._readers_bytes}
+                "codes_bytes": self._codes_bytes, "readers_bytes": self._readers_bytes,
+                "erased": self._erased}
         tmp = self._path(f".json.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(head))
         os.replace(tmp, self._path(".json"))
@@ -225,18 +245,29 @@ class Segment:
             self.generation = int(head["generation"])
             self.n = self.max_rowid = self.low_n = 0
             self.cap = 0
-            self.codes, self.restricted = {}, {}
-            self._codes_bytes = self._readers_bytes = 0
+            self._erased = -1  # the line files are read from their beginning below
             self.proj = None
             # the caches are keyed by row count and generation, which new files may repeat
             self._masks.clear()
             self._min_expiry = (-1, math.inf)
+        erased = int(head["erased"])
+        if erased != self._erased:
+            # new files, or lines overwritten by another writer's scrub: read them anew
+            self.codes, self.restricted, self._ncodes = {}, {}, 0
+            self._codes_bytes = self._readers_bytes = 0
+            self._masks.clear()
         if int(head["cap"]) != self.cap:
             self._map(int(head["cap"]), grow=False)
         with self._path(".codes").open("rb") as f:
             f.seek(self._codes_bytes)
             for line in f.read(int(head["codes_bytes"]) - self._codes_bytes).splitlines():
-                self.codes[json.loads(line)] = len(self.codes) + 1
+                name = json.loads(line)
+                self._ncodes += 1
+                if isinstance(name, str):  # else an overwritten line: a code nothing uses
+                    if name in self.codes:
+                        raise SegmentBroken(f"{self._path('.codes').name} names {name!r} "
+                                            "twice")
+                    self.codes[name] = self._ncodes
         with self._path(".readers").open("rb") as f:
             f.seek(self._readers_bytes)
             for line in f.read(int(head["readers_bytes"]) - self._readers_bytes).splitlines():
@@ -249,6 +280,7 @@ class Segment:
         self.n, self.max_rowid = int(head["n"]), int(head["max_rowid"])
         self.low_n = int(head["low_n"])
         self.generation = max(self.generation, int(head["generation"]))
+        self._erased = erased
 
     @contextlib.contextmanager
     def locked(self, *, catch_up: bool = True) -> Iterator[None]:
@@ -267,7 +299,8 @@ class Segment:
                     raise SegmentGone(str(self.prefix))
                 if head is not None and (head.get("epoch") != self.epoch
                                          or int(head["n"]) != self.n
-                                         or int(head["generation"]) > self.generation):
+                                         or int(head["generation"]) > self.generation
+                                         or head["erased"] != self._erased):
                     self._adopt(head)
                 yield
             finally:
@@ -279,7 +312,8 @@ class Segment:
         if self.prefix is None:
             return
         head = self._read_header()
-        if head is not None and (head.get("epoch") != self.epoch or int(head["n"]) > self.n):
+        if head is not None and (head.get("epoch") != self.epoch or int(head["n"]) > self.n
+                                 or head["erased"] != self._erased):
             self._adopt(head)
 
     # -- writes (inside locked()) -------------------------------------------
@@ -288,7 +322,8 @@ class Segment:
             return NONE_CODE
         code = self.codes.get(value)
         if code is None:
-            code = self.codes[value] = len(self.codes) + 1
+            self._ncodes += 1
+            code = self.codes[value] = self._ncodes
             new.append(value)
         return code
 
@@ -342,9 +377,15 @@ class Segment:
             self._flush_and_commit()
 
     def scrub(self, slots: np.ndarray, generation: int) -> None:
-        """Remove these rows for real (zeros over vector, projection and id; dead) and
-        record that the files agree with the database up to ``generation``."""
+        """Remove these rows for real (zeros over vector, projection and id; dead), with
+        the names and readers no row left alive uses, and record that the files agree with
+        the database up to ``generation`` (SegmentGone when a name could not be overwritten
+        in place: the files were removed, to be rebuilt)."""
+        if self.prefix is not None:
+            _cut(self._path(".codes"), self._codes_bytes)
+            _cut(self._path(".readers"), self._readers_bytes)
         if slots.size:
+            self._erase(slots)  # first: a crash before the rows die leaves them to find
             self.rows["alive"][slots] = 0
             self.rows["id"][slots] = b""
             self.vec[slots] = 0.0
@@ -353,6 +394,41 @@ class Segment:
         self.generation = max(self.generation, generation)
         if self.prefix is not None:
             self._flush_and_commit()
+
+    def _erase(self, dying: np.ndarray) -> None:
+        """Overwrite the names that no row but ``dying`` ones uses, and the readers of those
+        rows, in the line files (flushed) and in memory."""
+        names, slots = self.unused(dying)
+        if not names and not slots:
+            return
+        gone = set(slots)
+        if self.prefix is not None:
+            dead = {code - 1: str(code).encode() for code in names}  # by line
+
+            def blank(_: int, line: bytes) -> bytes | None:
+                slot = int(line[1:line.index(b",")]) if line else -1  # [slot, readers]
+                return json.dumps([slot, []]).encode() if slot in gone else None
+
+            try:
+                fits = not dead or _overwrite_lines(self._path(".codes"), self._codes_bytes,
+                                                    lambda i, _: dead.get(i))
+                if fits and gone:
+                    _overwrite_lines(self._path(".readers"), self._readers_bytes, blank)
+            except ValueError:  # a garbled line: rebuilt
+                fits = False
+            if not fits:  # or a name shorter than its code's digits
+                remove_files(self.prefix)
+                raise SegmentGone(f"{self.prefix}: names could not be overwritten in place")
+        # new dicts, not edits: a search in another thread may be reading the old ones
+        self.codes = {name: code for name, code in self.codes.items() if code not in names}
+        self.restricted = {j: rd for j, rd in self.restricted.items() if j not in gone}
+        self._masks.clear()
+        self._erased += 1
+        if self.prefix is not None:
+            # at once, not after the rows' flush: a writer that read the names before must
+            # read the files anew before it writes (else it would reuse an erased name's
+            # code, which then names nothing)
+            self._write_header()
 
     def _flush_and_commit(self, rows: tuple[int, int] | None = None) -> None:
         """Flush the data (only the pages of ``rows``, a (start, end) range, when given:
@@ -448,6 +524,33 @@ class Segment:
         self._masks[key] = mask
         return mask
 
+    def unused(self, dying: np.ndarray | None = None) -> tuple[dict[int, str], list[int]]:
+        """The names (by code) that no live row uses, the ``dying`` rows counted as dead,
+        and the dead (or dying) rows whose readers are still held; none once a scrub ran
+        (``memstrata doctor`` checks)."""
+        alive = self.rows["alive"][: self.n] == 1
+        if dying is not None:
+            alive[dying] = False
+        used = np.zeros(self._ncodes + 1, bool)
+        for col in ("user", "project", "agent"):
+            codes = self.rows[col][: self.n]
+            # a code past the file's (garbled rows) counts as its last: kept, never dropped
+            used[np.clip(codes if dying is None and alive.all() else codes[alive], 0,
+                         self._ncodes)] = True
+        names = {code: name for name, code in self.codes.items() if not used[code]}
+        slots = sorted(j for j, readers in self.restricted.items()
+                       if readers and j < self.n and not alive[j])
+        return names, slots
+
+    def scopes(self, slots: np.ndarray) -> list[tuple[Any, ...]]:
+        """(user, project, agent, readers) of these rows as the files decode them (a code
+        the scope-code file does not name decodes as ``""``, no name)."""
+        names: dict[int, str | None] = {code: name for name, code in self.codes.items()}
+        names[NONE_CODE] = None
+        rows = self.rows[slots]
+        return [(*(names.get(int(r[col]), "") for col in ("user", "project", "agent")),
+                 self.restricted.get(int(j))) for j, r in zip(slots.tolist(), rows, strict=True)]
+
     def min_expiry(self) -> float:
         """The earliest expiry among the rows (inf when nothing expires)."""
         if self._min_expiry[0] != self.n:
@@ -485,6 +588,39 @@ def _append_lines(path: Path, at: int, lines: list[str]) -> int:
     return len(data)
 
 
+def _cut(path: Path, size: int) -> None:
+    """Cut off what a crashed writer left past the header's ``size`` (flushed)."""
+    if path.stat().st_size > size:
+        with path.open("r+b") as f:
+            f.truncate(size)
+            os.fsync(f.fileno())
+
+
+def _overwrite_lines(path: Path, size: int,
+                     new: Callable[[int, bytes], bytes | None]) -> bool:
+    """Overwrite lines of the first ``size`` bytes of ``path`` in place, flushed to disk:
+    ``new(index, line)`` is a line's replacement (None: kept), padded with spaces to the
+    line's length. False, with nothing written, when a replacement is longer than its
+    line (the file keeps its length and line breaks: its header's counts stay true)."""
+    with path.open("r+b") as f:
+        lines = f.read(size).split(b"\n")
+        changed = False
+        for i, line in enumerate(lines):
+            out = new(i, line)
+            if out is None:
+                continue
+            if len(out) > len(line):
+                return False
+            lines[i] = out.ljust(len(line))
+            changed = True
+        if changed:
+            f.seek(0)
+            f.write(b"\n".join(lines))
+            f.flush()
+            os.fsync(f.fileno())
+    return True
+
+
 def read_header(path: Path) -> dict[str, Any] | None:
     """The header at ``path`` (``P.json``), or None when it is missing or lacks a field
     (garbled: no header)."""
@@ -492,7 +628,10 @@ def read_header(path: Path) -> dict[str, Any] | None:
         head = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(head, dict) or not isinstance(head.get("epoch"), str) or any(
+    if not isinstance(head, dict):
+        return None
+    head.setdefault("erased", 0)  # earlier versions' files: no line was ever overwritten
+    if not isinstance(head.get("epoch"), str) or any(
             type(head.get(k)) is not int or head[k] < (-1 if k == "generation" else 0)
             for k in _COUNTS) or not all(
             isinstance(head.get(k), str) for k in ("store", "model", "tenant")):
