@@ -9,12 +9,13 @@ import copy
 import json
 import random
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from backends import StoreProbe
+from backends import StoreProbe, open_store
 from memstrata import ManualClock, Memory, Scope
 from memstrata.errors import ValidationError
 
@@ -175,3 +176,59 @@ def test_quoted_secrets_are_redacted_and_items_stay_readable(mem: Memory) -> Non
     with pytest.raises(ValidationError):
         s.add([{"role": "user", "content": "fine"}, {"role": "user", "content": "\ud800"}])
     assert len(s.items()) == 2
+
+
+class _RivalPopsFirst:
+    """The session's scratch store, with a rival (another process's session) popping the
+    newest item right after the first read: the interleaving that made two pops return one
+    item. Everything else is the real store."""
+
+    def __init__(self, inner: Any, rival: MemstrataSession) -> None:
+        self._inner = inner
+        self._rival = rival
+        self.rival_got: list[Any] = []
+
+    def entries(self, *args: Any) -> list[tuple[str, str]]:
+        found = self._inner.entries(*args)
+        if not self.rival_got:
+            self.rival_got.append(self._rival.pop())
+        return found  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_pop_that_loses_the_newest_item_takes_the_next(mem: Memory) -> None:
+    rival = MemstrataSession("race", mem, ALICE)
+    rival.add([{"role": "user", "content": f"m{i}"} for i in range(5)])
+    store = _RivalPopsFirst(mem.scratch_store, rival)
+    # the same database, another store object: as a second process sees it
+    other = Memory(mem.db, clock=mem.clock, scratch_store=store)  # type: ignore[arg-type]
+    popped = MemstrataSession("race", other, ALICE).pop()
+    assert store.rival_got == [{"role": "user", "content": "m4"}]
+    assert popped == {"role": "user", "content": "m3"}
+    assert [i["content"] for i in rival.items()] == ["m0", "m1", "m2"]
+
+
+def test_racing_pops_take_each_item_exactly_once(
+        mem: Memory, store_url: str, scratch_url: str | None, clock: ManualClock) -> None:
+    session = MemstrataSession("busy", mem, ALICE)
+    items = [{"role": "user", "content": f"m{i}"} for i in range(40)]
+    session.add(items)
+
+    async def gather() -> list[Any]:  # the SDK's own route: pop_item in worker threads
+        return list(await asyncio.gather(*(session.pop_item() for _ in range(20))))
+
+    popped = asyncio.run(gather())
+    assert sorted(p["content"] for p in popped) == sorted(f"m{i}" for i in range(20, 40))
+    # and from another connection too, as a second process would, thread against thread
+    second = open_store(store_url, scratch_url, clock)
+    try:
+        sessions = [session, MemstrataSession("busy", second, ALICE)]
+        with ThreadPoolExecutor(8) as pool:
+            popped += pool.map(lambda n: sessions[n % 2].pop(), range(25))
+    finally:
+        second.close()
+    got = [p["content"] for p in popped if p is not None]
+    assert sorted(got) == sorted(i["content"] for i in items)  # each once, none left behind
+    assert popped.count(None) == 5 and session.items() == []

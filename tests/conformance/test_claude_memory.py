@@ -82,3 +82,67 @@ def test_editing_one_fact_line_leaves_the_tasks_checkpoints_alone(mem: Memory) -
     assert "docs/deploy_branch" in reply and "checkpoint" not in reply, reply
     assert [cp.version for cp in mem.checkpoints.versions(ALICE, "release-v17")] == [1]
     assert [f.claim for f in mem.facts.current(ALICE)] == ["Docs deploy from the release branch"]
+
+
+#: Malformed inputs a model can send (the SDK passes them on unchecked), and the field the
+#: refusal names.
+MALFORMED = [
+    ("view", "input must be an object"),
+    (None, "input must be an object"),
+    ({}, "unknown command"),
+    ({"command": "frobnicate", "path": "/memories"}, "unknown command"),
+    ({"command": "view"}, "path is missing"),
+    ({"command": "view", "path": 5}, "path must be a string"),
+    ({"command": "view", "path": "/memories/episodic.md", "view_range": 3}, "view_range"),
+    ({"command": "view", "path": "/memories/episodic.md", "view_range": ["a", "b"]},
+     "view_range"),
+    ({"command": "view", "path": "/memories/episodic.md", "view_range": [1, 2, 3]},
+     "view_range"),
+    ({"command": "view", "path": "/memories/episodic.md", "view_range": [4, 2]},
+     "view_range"),
+    ({"command": "create", "path": "/memories/working-context.md"}, "file_text is missing"),
+    ({"command": "create", "path": "/memories/working-context.md", "file_text": 5},
+     "file_text must be a string"),
+    ({"command": "create", "path": ["/memories/episodic.md"], "file_text": "x"},
+     "path must be a string"),
+    ({"command": "str_replace", "path": "/memories/episodic.md"}, "old_str is missing"),
+    ({"command": "str_replace", "path": "/memories/episodic.md", "old_str": "Episodic"},
+     "new_str is missing"),
+    ({"command": "str_replace", "path": "/memories/episodic.md", "old_str": "",
+      "new_str": "x"}, "old_str is empty"),
+    ({"command": "insert", "path": "/memories/episodic.md", "insert_line": 1},
+     "insert_text is missing"),
+    ({"command": "insert", "path": "/memories/episodic.md", "insert_text": "- x"},
+     "insert_line is missing"),
+    ({"command": "insert", "path": "/memories/episodic.md", "insert_line": 1.5,
+      "insert_text": "- 2026-08-03 (chat): shipped"}, "insert_line must be an integer"),
+    ({"command": "delete", "path": None}, "path is missing"),
+    ({"command": "rename", "old_path": 5, "new_path": "/memories/x.md"},
+     "old_path must be a string"),
+    ({"command": "rename", "old_path": "/memories/episodic.md"}, "new_path is missing"),
+]
+
+
+@pytest.mark.parametrize(("payload", "named"), MALFORMED)
+def test_malformed_input_gets_an_error_reply_and_changes_nothing(
+        mem: Memory, store: StoreProbe, payload: object, named: str) -> None:
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    mem.episodes.append(ALICE, text="Standup moved to 10:00", actor="user", source="cal")
+    tool = MemstrataMemoryTool(mem, ALICE)
+    before = store.counts(), tool.call({"command": "view", "path": "/memories/episodic.md"})
+    reply = tool.call(payload)
+    assert isinstance(reply, str) and reply.startswith("Error:") and named in reply, reply
+    assert (store.counts(),
+            tool.call({"command": "view", "path": "/memories/episodic.md"})) == before
+
+
+def test_a_view_range_shows_those_lines(mem: Memory) -> None:
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    tool = MemstrataMemoryTool(mem, ALICE)
+    whole = str(tool.call({"command": "view", "path": "/memories/episodic.md"})).splitlines()
+    assert len(whole) > 3
+    for view_range, lines in (([2, 3], whole[1:3]), ([2, -1], whole[1:]), ([1, 1], whole[:1])):
+        assert str(tool.call({"command": "view", "path": "/memories/episodic.md",
+                              "view_range": view_range})).splitlines() == lines, view_range

@@ -313,3 +313,52 @@ def test_a_filtered_page_reaches_past_the_newest_items(mem: Memory, clock: Manua
     assert [i.value["n"] for i in store.search(("notes",), filter={"kind": "old"},
                                                offset=2)] == [0]
     assert [i.value["n"] for i in store.search(("notes",), limit=3, offset=1)] == [58, 57, 56]
+
+
+def test_paging_arguments_are_checked_and_name_themselves(mem: Memory, store: StoreProbe) -> None:
+    lg = MemstrataStore(mem)
+    for ns in [("alice", "a"), ("alice", "b"), ("alice", "c")]:
+        lg.put(ns, "k", {"v": "likes tea"})
+    before = store.counts()
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("search limit", {"limit": "2"}), ("search limit", {"limit": None}),
+        ("search limit", {"limit": -1}), ("search limit", {"limit": 2.0}),
+        ("search limit", {"limit": True}), ("search offset", {"offset": 1.5}),
+        ("search offset", {"offset": -1}), ("search offset", {"offset": "1"}),
+        ("search limit", {"limit": "2", "query": "tea"}),
+    ]
+    for named, kwargs in cases:
+        with pytest.raises(ValidationError, match=named) as err:
+            lg.search(("alice",), **kwargs)
+        assert err.value.hint, kwargs
+    listing: list[tuple[str, dict[str, Any]]] = [
+        ("list_namespaces limit", {"limit": -1}), ("list_namespaces limit", {"limit": "2"}),
+        ("list_namespaces limit", {"limit": None}), ("list_namespaces offset", {"offset": -1}),
+        ("list_namespaces offset", {"offset": 0.5}),
+        ("list_namespaces max_depth", {"max_depth": 0}),
+        ("list_namespaces max_depth", {"max_depth": -1}),
+        ("list_namespaces max_depth", {"max_depth": "2"}),
+    ]
+    for named, kwargs in listing:
+        with pytest.raises(ValidationError, match=named) as err:
+            lg.list_namespaces(**kwargs)
+        assert err.value.hint, kwargs
+    with pytest.raises(ValidationError, match="list_namespaces limit"):
+        asyncio.run(lg.alist_namespaces(limit=-1))
+    assert store.counts() == before
+
+
+def test_paging_agrees_with_langgraphs_in_memory_store(mem: Memory) -> None:
+    lg, oracle = MemstrataStore(mem), InMemoryStore()
+    for ns in [("alice", "a"), ("alice", "b", "x"), ("alice", "b", "y"), ("bob", "c")]:
+        lg.put(ns, "k", {"v": "likes tea"})
+        oracle.put(ns, "k", {"v": "likes tea"})
+    for kwargs in ({}, {"limit": 0}, {"limit": 1}, {"offset": 2}, {"offset": 9},
+                   {"limit": 2, "offset": 1}, {"max_depth": 1}, {"max_depth": 2},
+                   {"max_depth": 9}, {"max_depth": 2, "limit": 1, "offset": 1},
+                   {"prefix": ("alice",), "max_depth": 2}):
+        assert lg.list_namespaces(**kwargs) == oracle.list_namespaces(**kwargs), kwargs
+    for kwargs in ({"limit": 0}, {"offset": 3}, {"limit": 1, "offset": 1}):
+        assert len(lg.search(("alice",), **kwargs)) == len(oracle.search(("alice",), **kwargs))
+    # a page larger than what a query ranks is every ranked item, not an error about "k"
+    assert len(lg.search(("alice",), query="tea", limit=50_000)) == 3

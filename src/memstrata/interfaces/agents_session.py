@@ -16,7 +16,9 @@ scope, as the run ``session:<session_id>``:
   :class:`~memstrata.errors.ValidationError` and nothing of that call is stored.
 - ``get_items(limit)`` returns the latest ``limit`` items (``session_settings.limit`` when
   none is given; all when both are None) in chronological order; ``pop_item`` removes and
-  returns the newest; ``clear_session`` drops them all.
+  returns the newest, each item once even when pops race (in tasks, threads or processes:
+  the delete is conditional and a pop that loses reads again); ``clear_session`` drops
+  them all.
 - Each item lives ``ttl`` (default 30 days) after it was added; durable memory is never
   written here (the transcript is working state; extraction decides what outlives it).
   ``Memory.forget`` of the scope reaches the items.
@@ -132,13 +134,21 @@ class MemstrataSession(SessionABC):
         self._scratch.write_many([(PREFIX + new_id(), self._cap(dict(item))) for item in items])
 
     def pop(self) -> dict[str, Any] | None:
-        """Remove and return the newest item (synchronous form of pop_item)."""
-        for key, raw in reversed(self._scratch.items(PREFIX)):
-            self._scratch.delete(key)
-            item = self._decode(raw)
-            if item is not None:
-                return item
-        return None
+        """Remove and return the newest item (synchronous form of pop_item).
+
+        The delete is conditional: of pops racing for one entry (tasks, threads, processes)
+        only the one whose delete removed it returns it; a pop that lost reads again and
+        takes the newest item left, so each item is popped once."""
+        while True:
+            entries = self._scratch.items(PREFIX)
+            for key, raw in reversed(entries):
+                if self._scratch.delete(key) != f"deleted {key}":
+                    break  # another pop removed it after we read: read again
+                item = self._decode(raw)
+                if item is not None:
+                    return item
+            else:
+                return None
 
     def clear(self) -> None:
         """Drop every item (synchronous form of clear_session)."""

@@ -19,15 +19,24 @@ write through the library:
   files are views, and the log is append-only); a path outside ``/memories`` or with
   ``..`` is refused; text carrying a secret is refused before anything is written.
 
-Every reply is text for the model; a refusal starts with ``Error:`` and says why. The
-backend subclasses the Anthropic SDK's ``BetaAbstractMemoryTool`` (``pip install
-'memstrata[anthropic]'``), so ``client.beta.messages.run_tools(tools=[tool])`` drives it.
+Every reply is text for the model; a refusal starts with ``Error:`` and says why. The SDK
+hands the model's input over unchecked, so each command's fields are checked first: an
+input that is not an object, an unknown command, or a field missing or of the wrong type
+(``path``, ``file_text``, ``old_str``, ``new_str``, ``insert_text``, ``old_path`` and
+``new_path`` are strings, ``insert_line`` an integer, ``view_range`` two line numbers
+``[first, last]``, ``-1`` for the end) is an ``Error:`` reply naming the field, and nothing
+is written. The backend subclasses the Anthropic SDK's ``BetaAbstractMemoryTool`` (``pip
+install 'memstrata[anthropic]'``), so ``client.beta.messages.run_tools(tools=[tool])``
+drives it.
 """
 
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from ..errors import ConfigError, MemstrataError
 
@@ -45,7 +54,9 @@ from .markdown_read import Issue, parse_episodic, parse_identity, parse_working
 from .memory_files import checkpoint_holds, collect
 
 if TYPE_CHECKING:
+    from anthropic.lib.tools import BetaFunctionToolResultType
     from anthropic.types.beta import (
+        BetaMemoryTool20250818Command,
         BetaMemoryTool20250818CreateCommand,
         BetaMemoryTool20250818DeleteCommand,
         BetaMemoryTool20250818InsertCommand,
@@ -58,6 +69,50 @@ if TYPE_CHECKING:
 
 ROOT = "/memories"
 FILES = (IDENTITY, WORKING, EPISODIC)
+COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
+#: What each string field holds, for the refusal that names it.
+_FIELDS = {"path": "a path such as /memories/episodic.md",
+           "file_text": "the whole text of the file",
+           "old_str": "the text to replace, occurring once in the file",
+           "new_str": "the text that replaces old_str; '' removes it",
+           "insert_text": "the text to insert",
+           "old_path": "the path to rename", "new_path": "the new path"}
+
+
+def _text(command: Any, field: str) -> str:
+    """The string field ``field`` of a command, or ValueError naming it."""
+    value = getattr(command, field, None)
+    if isinstance(value, str):
+        return value
+    what = "is missing" if value is None else f"must be a string, not {type(value).__name__}"
+    raise ValueError(f"{field} {what}: the {getattr(command, 'command', '')} command takes "
+                     f"{field} ({_FIELDS[field]})")
+
+
+def _line(command: Any) -> int:
+    """``insert_line`` (an ``int``, not a bool), or ValueError naming it."""
+    value = getattr(command, "insert_line", None)
+    if isinstance(value, bool) or not isinstance(value, int):
+        what = "is missing" if value is None else f"must be an integer, not {value!r}"
+        raise ValueError(f"insert_line {what}: the insert command takes insert_line (the "
+                         "number of the line the text goes after; 0 puts it first)")
+    return value
+
+
+def _range(command: Any) -> tuple[int, int] | None:
+    """``view_range`` as (first, last), -1 meaning the last line; None when absent."""
+    value = getattr(command, "view_range", None)
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or len(value) != 2 or \
+            any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise ValueError(f"view_range must be two line numbers [first, last], not {value!r} "
+                         "(e.g. [1, 20]; [5, -1] reads from line 5 to the end)")
+    first, last = value
+    if first < 1 or (last != -1 and last < first):
+        raise ValueError(f"view_range {[first, last]} is no range of lines: the first line is "
+                         "1 or more, the last is at least the first (or -1: to the end)")
+    return first, last
 
 
 class MemstrataMemoryTool(BetaAbstractMemoryTool):
@@ -71,10 +126,22 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         self.actor = actor
         self.source = source
 
+    def execute(self, command: BetaMemoryTool20250818Command) -> BetaFunctionToolResultType:
+        """Run one command. ``call`` builds it from the model's input unchecked, so an input
+        that is not an object, or names no command of the tool, is an ``Error:`` reply."""
+        name = getattr(command, "command", None)
+        if not isinstance(command, BaseModel):
+            return (f"Error: the input must be an object with a command ({', '.join(COMMANDS)}"
+                    f"), not {type(command).__name__}")
+        if name not in COMMANDS:
+            return (f"Error: unknown command {name!r}: the memory tool's commands are "
+                    + ", ".join(COMMANDS))
+        return super().execute(command)
+
     # -- paths and views ----------------------------------------------------------------
     def _file(self, path: str) -> str:
         """The memory file a path names, or ValueError with the reason."""
-        if not isinstance(path, str) or ".." in path.split("/"):
+        if ".." in path.split("/"):
             raise ValueError(f"{path!r}: paths may not climb out of {ROOT}")
         norm = posixpath.normpath(path)
         if norm != ROOT and not norm.startswith(ROOT + "/"):
@@ -89,51 +156,68 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         return collect(self.mem, self.scope).render()
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
-        path = command.path
-        if posixpath.normpath(path or "") == ROOT:
-            texts = self._render()
-            return f"Directory: {ROOT}\n" + "\n".join(
-                f"- {ROOT}/{name} ({len(texts[name])} bytes)" for name in FILES)
         try:
+            path = _text(command, "path")
+            wanted = _range(command)
+            if posixpath.normpath(path) == ROOT:
+                texts = self._render()
+                return f"Directory: {ROOT}\n" + "\n".join(
+                    f"- {ROOT}/{name} ({len(texts[name])} bytes)" for name in FILES)
             name = self._file(path)
         except ValueError as exc:
             return f"Error: {exc}"
         lines = self._render()[name].splitlines()
-        first, last = 1, len(lines)
-        if command.view_range:
-            first, last = command.view_range[0], command.view_range[-1]
-            last = len(lines) if last == -1 else last
+        first, last = wanted or (1, len(lines))
+        last = len(lines) if last == -1 else last
         return "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(lines, 1)
                          if first <= n <= last)
 
     # -- writes -------------------------------------------------------------------------
     def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
-        return self._write(command.path, lambda _old: command.file_text)
+        try:
+            path, text = _text(command, "path"), _text(command, "file_text")
+        except ValueError as exc:
+            return f"Error: {exc}"
+        return self._write(path, lambda _old: text)
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
-        def edit(old: str) -> str:
-            count = old.count(command.old_str)
-            if count != 1:
-                raise ValueError(f"old_str occurs {count} times in {command.path}; it must "
-                                 "occur exactly once")
-            return old.replace(command.old_str, command.new_str, 1)
+        try:
+            path = _text(command, "path")
+            old_str, new_str = _text(command, "old_str"), _text(command, "new_str")
+            if not old_str:
+                raise ValueError("old_str is empty: give the text to replace, as it stands "
+                                 "in the file (view it first)")
+        except ValueError as exc:
+            return f"Error: {exc}"
 
-        return self._write(command.path, edit)
+        def edit(old: str) -> str:
+            count = old.count(old_str)
+            if count != 1:
+                raise ValueError(f"old_str occurs {count} times in {path}; it must occur "
+                                 "exactly once")
+            return old.replace(old_str, new_str, 1)
+
+        return self._write(path, edit)
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        try:
+            path = _text(command, "path")
+            at, text = _line(command), _text(command, "insert_text")
+        except ValueError as exc:
+            return f"Error: {exc}"
+
         def edit(old: str) -> str:
             lines = old.splitlines()
-            if not 0 <= command.insert_line <= len(lines):
-                raise ValueError(f"insert_line {command.insert_line} is outside 0-{len(lines)}")
-            new = command.insert_text.splitlines()
-            return "\n".join([*lines[:command.insert_line], *new,
-                              *lines[command.insert_line:]]) + "\n"
+            if not 0 <= at <= len(lines):
+                raise ValueError(f"insert_line {at} is outside 0-{len(lines)}")
+            return "\n".join([*lines[:at], *text.splitlines(), *lines[at:]]) + "\n"
 
-        return self._write(command.path, edit)
+        return self._write(path, edit)
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
         try:
-            name = self._file(command.path)
+            path = _text(command, "path")
+            name = self._file(path)
         except ValueError as exc:
             return f"Error: {exc}"
         why = {EPISODIC: "the episodic log is append-only: append a correction that "
@@ -141,13 +225,20 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
                IDENTITY: "only a person changes identity: ask your user (memstrata review)",
                WORKING: "working context is overwritten, not deleted: write the current "
                         "state instead"}[name]
-        return f"Error: {command.path} cannot be deleted: {why}"
+        return f"Error: {path} cannot be deleted: {why}"
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
-        return (f"Error: {command.old_path} cannot be renamed: the memory files are views of "
-                "the store with fixed names")
+        try:
+            old_path = _text(command, "old_path")
+            _text(command, "new_path")
+        except ValueError as exc:
+            return f"Error: {exc}"
+        return (f"Error: {old_path} cannot be renamed: the memory files are views of the "
+                "store with fixed names")
 
-    def _write(self, path: str, edit: Any) -> str:
+    def _write(self, path: str, edit: Callable[[str], str]) -> str:
+        """Check the path, apply ``edit`` to the file's view and write the result through
+        the file's layer; a refusal is an ``Error:`` reply."""
         try:
             name = self._file(path)
             old = self._render()[name]

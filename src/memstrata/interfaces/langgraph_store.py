@@ -41,6 +41,10 @@ Mapping (a contract; the tests check every line):
 - **list_namespaces**: the namespaces of the items the store's scope owns, sorted, with
   ``prefix`` / ``suffix`` conditions (``"*"`` wildcards), ``max_depth``, ``limit``,
   ``offset``.
+- **Paging**: ``limit`` and ``offset`` (of ``search`` and ``list_namespaces``) are ints, 0
+  or more, and ``max_depth`` is None or 1 or more: anything else (a string, None, a float,
+  a negative number that a slice would count from the end, a depth of 0 that would list
+  the empty namespace) is a :class:`~memstrata.errors.ValidationError` naming the argument.
 - Operations of a batch run in order; a later operation sees an earlier put.
 
 Writes are made as ``actor`` (default ``"system"``: the application's own code). Pass
@@ -237,6 +241,26 @@ def _operator(value: Any, op: str, arg: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
+
+
+def _page(value: Any, field: str, call: str, default: int) -> int:
+    """A ``limit`` or ``offset``: a whole number, 0 or more (LangGraph slices with them, and a
+    slice would count a negative one from the end)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"{call} {field} must be a whole number, 0 or more, got "
+                              f"{value!r}", hint=f"pass an int; the default is {field}={default}")
+    return value
+
+
+def _depth(value: Any) -> int | None:
+    """``max_depth``: None (whole namespaces) or a depth of 1 or more."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 1):
+        raise ValidationError(f"list_namespaces max_depth must be None or a whole number, 1 "
+                              f"or more, got {value!r}",
+                              hint="max_depth=2 truncates every namespace to its first two "
+                                   "labels; None keeps them whole")
+    return value
 
 
 def _matches(namespace: tuple[str, ...], cond: MatchCondition) -> bool:
@@ -494,10 +518,10 @@ class MemstrataStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = _check_labels(op.namespace_prefix, "search prefix")
         scope, _ = self._split(prefix, partial=True)
-        if op.limit < 0 or op.offset < 0:
-            raise ValidationError("limit and offset must not be negative")
+        limit, offset = _page(op.limit, "limit", "search", 10), \
+            _page(op.offset, "offset", "search", 0)
         _check_filter(op.filter)
-        window = op.offset + op.limit
+        window = offset + limit
         # without a query the page is the newest items: read a few more than it needs, and
         # more only when items of other layouts or the filter thinned them out
         fetch = MAX_ITEMS if op.query else min(MAX_ITEMS, 2 * window + 16)
@@ -519,20 +543,24 @@ class MemstrataStore(BaseStore):
                 log.warning("search %r ranks the newest %d of %d items", prefix, MAX_RANKED,
                             len(indexed))
                 indexed = indexed[:MAX_RANKED]
+            # at most MAX_RANKED are ranked: a larger page asks for them all
             hits = self.mem.gate.rank(scope, op.query, fact_ids=indexed,
-                                      k=max(window, 1)) if indexed else []
+                                      k=min(max(window, 1), MAX_RANKED)) if indexed else []
             ranked = {h.ref.removeprefix("fact:") for h in hits}
             chosen = [(*by_id[h.ref.removeprefix("fact:")], h.score) for h in hits]
             chosen += [(f, env, None) for f, env in keep
                        if not env.get("indexed", True) and f.id not in ranked]
         else:
             chosen = [(f, env, None) for f, env in keep]
-        page = chosen[op.offset:window]
+        page = chosen[offset:window]
         self._refresh(scope, [(f, env) for f, env, _ in page], op.refresh_ttl)
         return [self._item(f, env, score, searched=True)  # type: ignore[misc]
                 for f, env, score in page]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        limit, offset = _page(op.limit, "limit", "list_namespaces", 100), \
+            _page(op.offset, "offset", "list_namespaces", 0)
+        depth = _depth(op.max_depth)
         for cond in op.match_conditions or ():
             _check_labels(tuple(p for p in cond.path if p != "*"), "match path")
         found: set[tuple[str, ...]] = set()
@@ -548,9 +576,9 @@ class MemstrataStore(BaseStore):
             found.add(namespace)
         names = [ns for ns in found
                  if all(_matches(ns, c) for c in op.match_conditions or ())]
-        if op.max_depth is not None:
-            names = list({ns[:op.max_depth] for ns in names})
-        return sorted(names)[op.offset:op.offset + op.limit]
+        if depth is not None:
+            names = list({ns[:depth] for ns in names})
+        return sorted(names)[offset:offset + limit]
 
 
 __all__ = ["MemstrataStore", "NamespaceError"]

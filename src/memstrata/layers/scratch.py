@@ -258,7 +258,9 @@ class Scratch:
                                    self._clock.now())
 
     def delete(self, key: str) -> str:
-        """Remove one key; returns a receipt."""
+        """Remove one key; returns the receipt ``deleted KEY`` when this call removed it, else
+        ``KEY is not set`` (the delete is conditional: of concurrent deletes of one key,
+        exactly one reads ``deleted``)."""
         key = self._key(key)
         removed = self._store.delete(self.scope, self.run_id, key)
         return f"deleted {key}" if removed else f"{key} is not set"
