@@ -8,11 +8,15 @@ Contract:
   arguments come back as a tool error (``is_error``) carrying
   ``{"error", "hint", "type"}``, so the model can read and correct it.
 - The scope is fixed when the server is built (from ``memstrata mcp``'s
-  flags or the configuration); no tool argument can change it.
-- Each client session gets its own :class:`~memstrata.interfaces.tools.ToolDispatcher`,
-  hence its own run: scratch keys are private to the session and discarded
-  when the server shuts down; ledger operations carry the run id, so a key
-  begun by a session that died reads ``unknown`` to the next one.
+  flags or the configuration), or, with ``bind`` (``memstrata serve``), by each request's
+  own binding; no tool argument can change it.
+- Each client session gets its own :class:`~memstrata.interfaces.tools.ToolDispatcher`
+  for each binding its requests carry, hence its own run: scratch keys are private to
+  the session (and to the scope it acts in) and discarded when the server shuts down,
+  or earlier when its transport reports the session's end (:meth:`MemoryTools.end_session`;
+  ``memstrata serve`` does); ledger operations carry the run id, so a key begun by a
+  session that died reads ``unknown`` to the next one. Nothing of one request's binding
+  is reused for a request with another binding.
 - Transports: stdio (:func:`serve_stdio`) and streamable HTTP bound to
   127.0.0.1 only (:func:`serve_http`): there is no authentication, so the
   server never listens on another interface. On stdio, end of input is not a
@@ -93,8 +97,9 @@ server; tools take no arguments naming a user or tenant.
 @dataclass(frozen=True)
 class Binding:
     """Who a request acts as: its scope, actor, reader name and the tools it may call.
-    ``owner`` (an API key id, say) is part of the session key, so two callers never share
-    a session's run even if one learns the other's session id."""
+    A run is cached by (session, binding), and ``owner`` (an API key id, say) is part of
+    the binding, so two callers never share a session's run even if one learns the other's
+    session id."""
 
     scope: Scope
     actor: str = "agent"
@@ -104,13 +109,16 @@ class Binding:
 
 
 class MemoryTools:
-    """The dispatchers of one server: one run per client session.
+    """The dispatchers of one server: one run per client session and binding.
 
     Over stdio a process serves exactly one client, so the process owns one
-    run. Over streamable HTTP each ``mcp-session-id`` gets its own run;
-    requests without a session id (stateless mode) share the process's run.
+    run. Over streamable HTTP each ``mcp-session-id`` gets its own runs;
+    requests without a session id (stateless mode) share the process's runs.
     ``bind``: the binding of each request (``memstrata serve`` derives it from the
-    request's API key); by default every request has the server's fixed scope and actor.
+    request's API key and scope headers, request by request); by default every request
+    has the server's fixed scope and actor. A dispatcher is cached by (session, binding):
+    a request whose binding differs from an earlier one of its session (another user of a
+    multi-user key, say) gets a run of its own, never the earlier request's.
     """
 
     PROCESS = "process"
@@ -122,7 +130,7 @@ class MemoryTools:
         self.task = task
         self.actor = actor
         self._bind = bind
-        self._sessions: dict[tuple[str, str], ToolDispatcher] = {}
+        self._sessions: dict[str, dict[Binding, ToolDispatcher]] = {}
         self._lock = threading.Lock()
 
     def binding(self, ctx: Any) -> Binding:
@@ -132,6 +140,11 @@ class MemoryTools:
         return Binding(self.scope, self.actor)
 
     @staticmethod
+    def http_session(session_id: str) -> str:
+        """The session key of the streamable-HTTP session ``session_id``."""
+        return f"http:{session_id}"
+
+    @staticmethod
     def session_key(ctx: Any) -> str:
         """The client session a request belongs to (see the class docstring)."""
         request = getattr(ctx, "request", None)
@@ -139,25 +152,35 @@ class MemoryTools:
         if headers is not None:
             sid = headers.get("mcp-session-id")
             if sid:
-                return f"http:{sid}"
+                return MemoryTools.http_session(sid)
         return MemoryTools.PROCESS
 
     def for_request(self, ctx: Any) -> ToolDispatcher:
-        """The dispatcher of the request's client session (created on its first call)."""
+        """The dispatcher of the request's client session and binding (created on its
+        first call)."""
         b = self.binding(ctx)
-        key = (b.owner, self.session_key(ctx))
+        session = self.session_key(ctx)
         with self._lock:
-            dispatcher = self._sessions.get(key)
+            dispatchers = self._sessions.setdefault(session, {})
+            dispatcher = dispatchers.get(b)
             if dispatcher is None:
                 dispatcher = ToolDispatcher(self.mem, b.scope, task=self.task, actor=b.actor,
                                             principal=b.principal, allowed=b.allowed)
-                self._sessions[key] = dispatcher
+                dispatchers[b] = dispatcher
             return dispatcher
+
+    def end_session(self, session: str) -> None:
+        """End the runs of the client session ``session`` (a :meth:`session_key`): their
+        scratchpads are discarded; a later request of that session starts new runs."""
+        with self._lock:
+            dispatchers = list(self._sessions.pop(session, {}).values())
+        for dispatcher in dispatchers:
+            dispatcher.close()
 
     def close(self) -> None:
         """End every session's run (their scratchpads are discarded)."""
         with self._lock:
-            dispatchers = list(self._sessions.values())
+            dispatchers = [d for ds in self._sessions.values() for d in ds.values()]
             self._sessions.clear()
         for dispatcher in dispatchers:
             dispatcher.close()

@@ -8,17 +8,21 @@ Contract:
   the role and the principal; the scope is :meth:`ApiKey.scope_for` of the key and the
   ``X-Memstrata-User``/``-Project``/``-Agent``/``-Tenant`` headers, never the body.
 - ``POST /v1/...`` runs one :data:`~memstrata.interfaces.service.operations.OPERATIONS` entry: the
-  body (a JSON object, or empty) is validated by its argument model; the answer is the
-  operation's result (200) or ``{"error", "hint", "type", "request_id"}`` with a status
-  by error type (:data:`.core.STATUS`). A library call runs in a worker thread.
+  body (a JSON object, or empty; :func:`.core.decode_body`: one that is not JSON or nests
+  deeper than :data:`.core.MAX_JSON_DEPTH` is a 422) is validated by its argument model;
+  the answer is the operation's result (200) or ``{"error", "hint", "type", "request_id"}``
+  with a status by error type (:data:`.core.STATUS`). A library call runs in a worker
+  thread.
 - Limits: request bodies over ``max_body`` bytes are refused (413): by their
   Content-Length before anything is read, else as they stream in (never buffered past
   the limit; the MCP transport applies the same limit). Each key has a token bucket of
   its ``rate_per_minute`` (or the server's); a request past it gets 429 with
   ``Retry-After``.
 - ``/mcp`` is the MCP streamable-HTTP endpoint over the same tools; each request is
-  authenticated the same way and the tools act in the key's scope with the tools its role
-  allows (:func:`memstrata.interfaces.service.operations.tools_for`).
+  authenticated the same way and the tools act in the scope of that request's key and
+  headers with the tools its role allows
+  (:func:`memstrata.interfaces.service.operations.tools_for`); each MCP session has runs of
+  its own (:mod:`.mcp_http`).
 - One JSON log line per request on the ``memstrata.service`` logger: request id, method,
   path, status, duration, key id, tenant and role. Never a body, a header value or a
   record's content. The request id is returned in ``X-Request-Id``.
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import MemstrataError
 from ...ids import new_id
-from .core import Service, ServiceConfig, error_response, read_body, too_big
+from .core import Service, ServiceConfig, decode_body, error_response, read_body, too_big
 from .keys import ApiKey
 from .operations import OPERATIONS_BY_PATH
 
@@ -152,11 +156,9 @@ def build_app(mem: Memory, config: ServiceConfig | None = None) -> Guard:
             return JSONResponse(too_big(service.config.max_body, request.state.request_id),
                                 status_code=413)
         try:
-            body = json.loads(raw) if raw.strip() else {}
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return JSONResponse({"error": f"the body is not JSON: {exc}", "type":
-                                 "ValidationError", "hint": "send a JSON object",
-                                 "request_id": request.state.request_id}, status_code=422)
+            body = decode_body(raw)
+        except MemstrataError as exc:
+            return error_response(exc, request)
         status, result = await service.invoke(call, op, body)
         if status != 200:
             result = {**result, "request_id": request.state.request_id}

@@ -11,10 +11,14 @@ Contract:
 - :meth:`Service.invoke` checks the operation's role, validates the body with its argument
   model and runs the handler in a worker thread; it returns ``(status, result)`` and never
   raises a library error (each maps to a status by :data:`STATUS`).
+- :func:`decode_body` turns a request body into JSON or a :class:`ValidationError` (422):
+  not JSON, or arrays and objects nested deeper than :data:`MAX_JSON_DEPTH`, is refused
+  before any model or handler sees it (the parser's recursion never escapes as a 500).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -57,6 +61,10 @@ STATUS: tuple[tuple[type[MemstrataError], int], ...] = (
 )
 _BY_TYPE = {cls.__name__: status for cls, status in STATUS}
 COOKIE = "memstrata_key"
+#: The deepest nesting of arrays and objects a request body may have: far more than any
+#: operation's arguments need, far less than what would exhaust the interpreter's stack in
+#: the parser or in whatever later walks the value.
+MAX_JSON_DEPTH = 100
 SCOPE_HEADERS = ("tenant", "user", "project", "agent")
 
 
@@ -200,6 +208,48 @@ async def read_body(request: Request, limit: int) -> bytes | None:
     return b"".join(parts)
 
 
+def decode_body(raw: bytes) -> Any:
+    """The JSON value of a request body (an empty body is ``{}``); a ValidationError when it
+    is not JSON or nests arrays and objects deeper than :data:`MAX_JSON_DEPTH`."""
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except RecursionError:  # the parser's own stack: deeper than any limit below
+        body = None
+        depth = MAX_JSON_DEPTH + 1
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer past Python's digit limit
+        raise ValidationError(f"the body is not JSON: {exc}",
+                              hint="send a JSON object") from None
+    else:
+        depth = _depth(body)
+    if depth > MAX_JSON_DEPTH:
+        raise ValidationError(f"the body nests arrays and objects more than {MAX_JSON_DEPTH} "
+                              "levels deep", hint="send the operation's arguments as a flat "
+                                                  "JSON object")
+    return body
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in ``value`` (a scalar: 0); stops counting past
+    :data:`MAX_JSON_DEPTH`. Iterative, so no depth can exhaust the stack."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def too_big(limit: int, rid: str) -> dict[str, Any]:
     return {"error": f"the request body is over {limit} bytes", "type": "ValidationError",
             "hint": "send less per request (split a batch)", "request_id": rid}
@@ -218,5 +268,5 @@ def error_response(exc: MemstrataError, request: Request) -> Response:
 
 
 
-__all__ = ["COOKIE", "STATUS", "RateLimiter", "Service", "ServiceConfig", "error_response",
-           "read_body", "status_of", "too_big"]
+__all__ = ["COOKIE", "MAX_JSON_DEPTH", "STATUS", "RateLimiter", "Service", "ServiceConfig",
+           "decode_body", "error_response", "read_body", "status_of", "too_big"]

@@ -2,27 +2,103 @@
 
 Contract: one MCP server (:func:`memstrata.interfaces.mcp_server.build_server`) for the
 whole process, whose tools act, request by request, in the scope of the request's API key
-(:meth:`memstrata.interfaces.service.app.Service.authenticate`, the same check as the REST API) with
-the tools its role allows. A request without a valid key, or over its rate, is answered
-401/429 before the MCP transport sees it. Each (key, MCP session) pair gets its own run,
-so a session id presented with another key starts a different run, never the first one's.
+and ``X-Memstrata-*`` headers (:meth:`memstrata.interfaces.service.app.Service.authenticate`,
+the same check as the REST API, made on every request) with the tools its role allows.
+A request without a valid key, or over its rate, is answered 401/429 before the MCP
+transport sees it.
+
+Sessions: MCP over this endpoint is the handshake era of the protocol (``initialize``, then
+an ``Mcp-Session-Id`` on every request), because a session is what a run belongs to. A
+request of the session-less 2026 era is refused with the protocol's "unsupported protocol
+version" error naming the handshake versions (HTTP 400), which an ``auto`` client (the MCP
+SDK's default) answers by falling back to the handshake. Each (session, binding) pair gets
+its own run (:class:`~memstrata.interfaces.mcp_server.MemoryTools`): two sessions never
+share a scratchpad, a session id presented with another key or naming another scope starts
+a different run, never the first one's. A session's runs end, and their scratchpads are
+discarded, when the session ends: the client's ``DELETE``, a request the SDK answers 404
+(the session is gone), or no request in flight for longer than the session manager's idle
+timeout (after which the SDK has closed it), and at shutdown.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, MutableMapping
+import time
+from collections.abc import AsyncIterator, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from ...errors import MemstrataError
 from ...models import Scope
-from ..mcp_server import Binding, build_server
+from ..mcp_server import Binding, MemoryTools, build_server
 from .operations import Call, tools_for
 
 if TYPE_CHECKING:
     from .core import Service
 
 _CALL = "memstrata_call"
+_SESSION_HEADER = "mcp-session-id"
+_VERSION_HEADER = "mcp-protocol-version"
+#: Seconds past the SDK's idle timeout before an idle session's runs are ended here (the
+#: SDK has closed the session by then, so no request can reach its runs again).
+IDLE_GRACE_S = 60.0
+#: At most one sweep for idle sessions per this many seconds.
+SWEEP_EVERY_S = 30.0
+
+
+@dataclass
+class _Session:
+    in_flight: int = 0
+    last_seen: float = 0.0
+    over: bool = False
+
+
+class SessionActivity:
+    """Requests in flight and the time of the last one, per MCP session id: when a session
+    is over (its runs may be ended), and which have been idle past ``idle_after`` seconds
+    (None: never)."""
+
+    def __init__(self, idle_after: float | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.idle_after = idle_after
+        self._clock = clock
+        self._sessions: dict[str, _Session] = {}
+        self._swept = clock()
+
+    def begin(self, sid: str) -> None:
+        """A request of session ``sid`` starts."""
+        self._sessions.setdefault(sid, _Session(last_seen=self._clock())).in_flight += 1
+
+    def end(self, sid: str, *, over: bool) -> bool:
+        """A request of ``sid`` is done; ``over``: it showed the session is over (a DELETE,
+        or the SDK no longer knows the id). True, once, when the session is over and none
+        of its requests is in flight any more (its open event stream, say)."""
+        entry = self._sessions.get(sid)
+        if entry is None:
+            return False
+        entry.in_flight -= 1
+        entry.last_seen = self._clock()
+        entry.over = entry.over or over
+        if entry.over and entry.in_flight <= 0:
+            del self._sessions[sid]
+            return True
+        return False
+
+    def idle(self) -> list[str]:
+        """Forget and return the sessions with nothing in flight for longer than the limit
+        (checked at most once per :data:`SWEEP_EVERY_S`)."""
+        now = self._clock()
+        if self.idle_after is None or now - self._swept < SWEEP_EVERY_S:
+            return []
+        self._swept = now
+        limit = self.idle_after + IDLE_GRACE_S
+        gone = [sid for sid, entry in self._sessions.items()
+                if entry.in_flight <= 0 and now - entry.last_seen > limit]
+        for sid in gone:
+            del self._sessions[sid]
+        return gone
 
 
 class McpEndpoint:
@@ -34,16 +110,20 @@ class McpEndpoint:
         self.service = service
         self.server = build_server(service.mem, Scope(tenant=service.mem.default_tenant),
                                    bind=self._binding)
+        self.tools: MemoryTools = self.server.memstrata_tools  # type: ignore[attr-defined]
         self.manager = StreamableHTTPSessionManager(
             app=self.server, max_request_body_size=service.config.max_body)
+        self.activity = SessionActivity(self.manager.session_idle_timeout)
 
     @staticmethod
     def _binding(ctx: Any) -> Binding:
         request = getattr(ctx, "request", None)
         state = getattr(request, "state", None)
         call: Call | None = getattr(state, _CALL, None) if state is not None else None
-        if call is None:  # never reached: every request passed __call__ first
+        if request is None or call is None:  # never reached: every request passed __call__
             raise MemstrataError("an MCP request without an authenticated key")
+        if not request.headers.get(_SESSION_HEADER):  # never reached: refused in __call__
+            raise MemstrataError("an MCP request outside a session")
         return Binding(call.scope, actor=call.key.actor, principal=call.principal,
                        allowed=tools_for(call.key.role), owner=call.key.id)
 
@@ -53,7 +133,11 @@ class McpEndpoint:
             async with self.manager.run():
                 yield
         finally:
-            self.server.memstrata_tools.close()  # type: ignore[attr-defined]
+            self.tools.close()
+
+    async def _end(self, sids: list[str]) -> None:
+        for sid in sids:
+            await anyio.to_thread.run_sync(self.tools.end_session, MemoryTools.http_session(sid))
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         from starlette.requests import Request
@@ -66,8 +150,49 @@ class McpEndpoint:
         except MemstrataError as exc:
             await error_response(exc, request)(scope, receive, send)
             return
+        version = request.headers.get(_VERSION_HEADER)
+        if version is not None and version not in _handshake_versions():
+            await _unsupported_version(version)(scope, receive, send)
+            return
         scope.setdefault("state", {})[_CALL] = call
-        await self.manager.handle_request(scope, receive, send)
+        await self._end(self.activity.idle())
+        sid = request.headers.get(_SESSION_HEADER)
+        if not sid:
+            await self.manager.handle_request(scope, receive, send)
+            return
+        status = [0]
+
+        async def send_status(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        self.activity.begin(sid)
+        try:
+            await self.manager.handle_request(scope, receive, send_status)
+        finally:
+            deleted = request.method == "DELETE" and 200 <= status[0] < 300
+            if self.activity.end(sid, over=deleted or status[0] == 404):
+                with anyio.CancelScope(shield=True):
+                    await self._end([sid])
 
 
-__all__ = ["McpEndpoint"]
+def _handshake_versions() -> tuple[str, ...]:
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    return tuple(HANDSHAKE_PROTOCOL_VERSIONS)
+
+
+def _unsupported_version(requested: str) -> Any:
+    """The JSON-RPC "unsupported protocol version" error (HTTP 400) naming the handshake
+    versions, as the SDK words it."""
+    from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+        "code": UNSUPPORTED_PROTOCOL_VERSION, "message": "Unsupported protocol version",
+        "data": {"supported": list(_handshake_versions()), "requested": requested}}},
+        status_code=400)
+
+
+__all__ = ["IDLE_GRACE_S", "SWEEP_EVERY_S", "McpEndpoint", "SessionActivity"]
