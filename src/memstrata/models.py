@@ -383,7 +383,9 @@ class ForgetReport(_Model):
 
     @property
     def total(self) -> int:
-        return sum(self.counts.values())
+        """The records removed. ``counts["vectors"]`` counts their vectors, index entries
+        of records counted in their own layer, so not again here."""
+        return sum(n for layer, n in self.counts.items() if layer != "vectors")
 
 
 class ManifestEntry(_Model):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from backends import StoreProbe
-from memstrata import AccessDenied, ManualClock, Memory, Scope
+from backends import StoreProbe, open_store
+from memstrata import AccessDenied, ManualClock, Memory, Scope, ToolDispatcher
+from memstrata.providers.embeddings import HashingEmbedder
 
 SECRETISH = "Quokkaberry7731"
 
@@ -169,3 +170,17 @@ def test_a_reference_names_one_layer_and_one_that_matches_nothing_is_reported(
     assert other not in report.notes[0]
     again = mem.forget(scope, record_ids=[f"episode:{gone}"])  # forgetting twice: a note
     assert again.total == 0 and "record_ids #1 (of 1)" in again.notes[0]
+
+
+def test_the_total_counts_records_not_their_vectors(
+        store_url: str, scratch_url: str | None, clock: ManualClock, alice: Scope) -> None:
+    """A forgotten episode with its vector is one item forgotten (before: 2, the vector
+    counted as a second), in the report, the tool's answer and the CLI's line."""
+    with open_store(store_url, scratch_url, clock, HashingEmbedder(64)) as hm:
+        ep = hm.episodes.append(alice, text="Ordered the tofu platter", actor="tool",
+                                source="shop")
+        preview = ToolDispatcher(hm, alice).dispatch(
+            "forget", {"record_ids": [f"episode:{ep.id}"], "dry_run": True})
+        report = hm.forget(alice, record_ids=[f"episode:{ep.id}"])
+    assert report.counts["episodes"] == 1 and report.counts["vectors"] == 1
+    assert report.total == 1 and preview["total"] == 1

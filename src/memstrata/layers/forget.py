@@ -19,8 +19,10 @@ Contract:
   (Redis) right after the commit, a failure reported in ``notes``.
 - Afterwards the backend compacts (FTS optimize, WAL truncate, secure delete), so the
   forgotten text is not in the database file's bytes, and a vector index with files of its
-  own scrubs the forgotten vectors from them; a failure of either is reported
+  own scrubs the forgotten vectors from them; a failure of either, or an engine that may
+  not compact some tables (a PostgreSQL role without VACUUM rights), is reported
   (``compacted=False``, a note) and retried later, never raised over a committed forget.
+- ``total`` counts the records removed; ``vectors`` (their index entries) is not added.
 - Returns a ForgetReport with counts per layer; ``vectors`` counts the stored vectors of
   the forgotten records (measured, the same in a dry run); ``dry_run`` changes nothing.
   Facts and episodes the selection matches that the scope reads but does not own (a
@@ -136,7 +138,10 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
     compacted = True
     if not dry_run and any(counts.values()):
         try:
-            db.compact()
+            left = db.compact()
+            if left:
+                compacted = False
+                notes += [f"forgotten, but not compacted: {note}" for note in left]
         except MemstrataError as exc:
             compacted = False
             notes.append(f"forgotten, but compaction failed ({exc}); the next compaction "

@@ -267,8 +267,9 @@ class Database(Protocol):
         written."""
         ...
 
-    def compact(self) -> None:
-        """After a forget: rewrite indexes and logs so deleted text leaves the files."""
+    def compact(self) -> list[str]:
+        """After a forget: rewrite indexes and logs so deleted text leaves the files.
+        Returns what it could not compact and why (empty: everything), for the report."""
         ...
 
     def stats(self) -> dict[str, Any]:

@@ -401,11 +401,12 @@ class PostgresDatabase:
         return total
 
     # -- maintenance ----------------------------------------------------
-    def compact(self) -> None:
+    def compact(self) -> list[str]:
         """VACUUM the tables that hold text (prunes the dead tuples of forgotten rows) where
         permitted; autovacuum does it otherwise, and always for ``vectors`` (vacuuming an
         HNSW index repairs the graph: too slow to wait for). The rows themselves are gone
-        from SQL the moment the forget commits."""
+        from SQL the moment the forget commits. Returns a note naming the text tables this
+        role may not VACUUM (none: every one was)."""
         with _translated(), self._pool.connection() as conn:
             allowed = conn.execute(
                 "SELECT c.relname AS t FROM pg_class c JOIN pg_namespace n ON "
@@ -416,6 +417,12 @@ class PostgresDatabase:
                 (list(_TEXT_TABLES),)).fetchall()
             for row in allowed:
                 conn.execute(pg_sql.SQL("VACUUM {}").format(pg_sql.Identifier(row["t"])))
+        refused = [t for t in _TEXT_TABLES if t not in {row["t"] for row in allowed}]
+        if not refused:
+            return []
+        return [f"this role may not VACUUM {', '.join(refused)}: their forgotten rows' dead "
+                "tuples stay until autovacuum prunes them (grant the role MAINTAIN on them, "
+                "PostgreSQL 17+, or compact as their owner)"]
 
     def stats(self) -> dict[str, Any]:
         counts = dict.fromkeys(("facts", "episodes", "checkpoints", "operations", "scratch",

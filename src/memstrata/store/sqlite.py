@@ -338,7 +338,7 @@ class SQLiteDatabase:
         return total
 
     # -- maintenance ----------------------------------------------------
-    def compact(self) -> None:
+    def compact(self) -> list[str]:
         with self._lock:
             c = self._conn
             try:
@@ -348,6 +348,7 @@ class SQLiteDatabase:
             except sqlite3.Error as exc:
                 self._rollback_or_reopen()
                 raise BackendError(f"compaction failed: {exc}") from exc
+        return []
 
     def verify(self) -> list[str]:
         problems: list[str] = []
