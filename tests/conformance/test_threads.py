@@ -171,8 +171,8 @@ def _between_plan_and_write(monkeypatch: pytest.MonkeyPatch, mem: Memory,
     place = type(threads).plan
     ran: list[bool] = []
 
-    def plan(tenant: str, inputs: Any, tx: Any = None) -> Any:
-        out = place(threads, tenant, inputs, tx)
+    def plan(tenant: str, inputs: Any, ids: Any, tx: Any = None) -> Any:
+        out = place(threads, tenant, inputs, ids, tx)
         if tx is None and not ran:  # the first append's placing, once
             ran.append(True)
             failed: list[BaseException] = []
@@ -230,6 +230,38 @@ def test_two_appends_to_one_thread_at_once_leave_no_stale_context(
     assert lexical_matches(hmem, ALICE, "zephyrine") == set()
     assert {f"episode:{ids[0]}", f"episode:{mine.id}"} <= lexical_matches(hmem, ALICE,
                                                                           "quokkafest")
+    assert hmem.doctor() == []
+
+
+def test_turns_of_one_moment_are_placed_as_the_thread_is_read(
+        hmem: Memory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two writers, one observed time: the turn whose id was made first commits second. It
+    is placed by time, then id, the order the thread is stored and read in, whoever commits
+    first (before: stored turns went first at equal times, so entries around the pair held
+    the wrong neighbours, and a forget left a forgotten turn's words in one of them)."""
+    ids = _log(hmem, clock, per_turn=True, turns=TURNS[:2])
+    clock.advance(minutes=1)
+    at = clock.now()
+    _between_plan_and_write(monkeypatch, hmem, lambda: hmem.episodes.append(
+        ALICE, text="The zephyrine lanterns arrive Monday", actor="user", thread="chat:s7",
+        source="chat:s7/theirs", observed_at=at))
+    mine = hmem.episodes.append(ALICE, text="Book it, and ask Priya about catering",
+                                actor="user", thread="chat:s7", source="chat:s7/mine",
+                                observed_at=at)
+    theirs = next(e for e in hmem.episodes.log(ALICE) if "zephyrine" in e.text)
+    assert mine.id < theirs.id  # mine was placed first, and written after theirs
+    clock.advance(minutes=1)
+    last = hmem.episodes.append(ALICE, text="Priya's team will handle the food",
+                                actor="user", thread="chat:s7", source="chat:s7/last")
+    # the thread: offsite, quokkafest, mine, theirs, last; two turns each side are context
+    assert lexical_matches(hmem, ALICE, "zephyrine") == {
+        f"episode:{i}" for i in (ids[1], mine.id, theirs.id, last.id)}
+    assert lexical_matches(hmem, ALICE, "offsite") == {
+        f"episode:{i}" for i in (ids[0], ids[1], mine.id)}
+    hmem.forget(ALICE, match="zephyrine")
+    assert lexical_matches(hmem, ALICE, "zephyrine") == set()
+    assert lexical_matches(hmem, ALICE, "offsite") == {
+        f"episode:{i}" for i in (ids[0], ids[1], mine.id)}
     assert hmem.doctor() == []
 
 
@@ -561,3 +593,24 @@ def test_the_cli_saves_a_checkpoint_with_its_vector(tmp_path: Path) -> None:
         assert found.items and found.items[0].task == "migrate-db"
     finally:
         mem.close()
+
+
+def test_a_replaced_plan_never_outranks_the_decision_that_replaced_it(
+        mem: Memory, clock: ManualClock) -> None:
+    """Asked for beside facts, a superseded checkpoint version is marked down as a
+    superseded fact is (before: the old plan, holding every word of the query, ranked
+    first at 0.99 above the current decision); asked for alone, it is found as it was. A
+    handoff names who saved it as its actor."""
+    mem.checkpoints.save(ALICE, "merge-policy", objective="Adopt rebase merges for the "
+                         "monorepo", next_action="draft the RFC", by="planner")
+    clock.advance(days=3)
+    mem.checkpoints.save(ALICE, "merge-policy", objective="Adopt squash merges for the "
+                         "monorepo", next_action="announce it", by="planner")
+    mem.facts.propose(ALICE, claim="Monorepo merges use squash", kind="decision",
+                      subject="monorepo", attribute="merge", actor="user", source="chat:f/2")
+    both = mem.recall(ALICE, "rebase merges monorepo", layers=["facts", "handoffs"], k=5)
+    assert [h.layer for h in both.items] == ["facts", "handoffs"]
+    old = both.items[1]
+    assert (old.status, old.version, old.actor) == ("superseded", 1, "planner")
+    alone = mem.recall(ALICE, "rebase merges monorepo", layers=["handoffs"], k=5).items
+    assert [h.ref for h in alone] == [old.ref] and alone[0].score > old.score

@@ -371,7 +371,9 @@ TOOLS: tuple[ToolDef, ...] = (
             "Search the episodic log (what happened before) for this query. Use only when "
             "the task needs past events; an empty result is a valid answer. Each hit has its "
             "date, event, source, actor and a 0..1 score; read its outcome before relying on "
-            "it (an abandoned plan is not a decision).",
+            "it (an abandoned plan is not a decision). Earlier versions of a task's "
+            "checkpoint and closed tasks are not events: find them with recall, layers "
+            "['handoffs'].",
             SearchHistoryArgs, _search_history, read_only=True),
     ToolDef("recall",
             "Ask the retrieval gate for facts and past events relevant to a need. It filters "

@@ -216,11 +216,11 @@ class Episodes:
         inputs = self._inherit_readers(tenant, inputs)
         # placed and embedded before the write transaction (an embedding holds no lock),
         # then placed again inside it (ThreadIndex.replace)
-        texts = self._threads.vector_texts(inputs, self._threads.plan(tenant, inputs))[0]
-        made = self._index.embed(texts, tenant=tenant)
         ids = [new_id() for _ in inputs]
+        texts = self._threads.vector_texts(inputs, self._threads.plan(tenant, inputs, ids))[0]
+        made = self._index.embed(texts, tenant=tenant)
         with self._db.transaction(tenant) as tx:
-            plan, moved, vectors = self._threads.replace(tx, tenant, inputs, texts, made)
+            plan, moved, vectors = self._threads.replace(tx, tenant, inputs, ids, texts, made)
             for n, item in enumerate(inputs):
                 if item.supersedes is not None:
                     inputs[n] = self._check_supersedes(tx, item)

@@ -128,15 +128,16 @@ class ThreadIndex:
         """The (scope key, thread) of each thread a batch writes to."""
         return sorted({(i.scope.key, i.thread) for i in inputs})
 
-    def plan(self, tenant: str, inputs: Sequence[Any], tx: Tx | None = None) -> Plan:
-        """Place each input in its thread (scope + thread, by observed time, stored episodes
-        before new ones at equal times): the lines before and after it, and the stored
-        neighbours whose context changes; read in ``tx`` (the write transaction, to check
-        a plan made before it: :meth:`Episodes.append_many`), else in a read transaction
-        of its own."""
+    def plan(self, tenant: str, inputs: Sequence[Any], ids: Sequence[str],
+             tx: Tx | None = None) -> Plan:
+        """Place each input (its id in ``ids``) in its thread (scope + thread, by observed
+        time, then id: the order the thread is stored and read in, whichever writer
+        commits first): the lines before and after it, and the stored neighbours whose
+        context changes; read in ``tx`` (the write transaction, to check a plan made before
+        it: :meth:`Episodes.append_many`), else in a read transaction of its own."""
         if tx is None:
             with self._db.transaction(tenant, write=False) as own:
-                return self.plan(tenant, inputs, own)
+                return self.plan(tenant, inputs, ids, own)
         plan = Plan(before=[[] for _ in inputs], after=[[] for _ in inputs])
         groups: dict[tuple[str, str], list[int]] = {}
         for n, item in enumerate(inputs):
@@ -154,11 +155,11 @@ class ThreadIndex:
                 f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
                 "r.observed_at > ? ORDER BY r.observed_at, r.id LIMIT ?",
                 (tenant, scope_key, thread, first, _PLACE_WINDOW))
-            seq: list[tuple[Any, int, Row | int]] = [
-                (from_text(r["observed_at"]), 0, r) for r in reversed(earlier)]
-            seq += [(from_text(r["observed_at"]), 0, r) for r in later]
-            seq += [(inputs[n].observed_at, 1, n) for n in members]
-            seq.sort(key=lambda x: (x[0], x[1]))  # stable: stored first at equal times
+            seq: list[tuple[Any, str, Row | int]] = [
+                (from_text(r["observed_at"]), str(r["id"]), r) for r in reversed(earlier)]
+            seq += [(from_text(r["observed_at"]), str(r["id"]), r) for r in later]
+            seq += [(inputs[n].observed_at, ids[n], n) for n in members]
+            seq.sort(key=lambda x: (x[0], x[1]))
             lines = [self.line(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
             access = [access_of(inputs[x] if isinstance(x, int) else x) for _, _, x in seq]
             new = [isinstance(x, int) for _, _, x in seq]
@@ -187,15 +188,15 @@ class ThreadIndex:
         return texts + [self.embed_text(plan.refresh[n].before, self.line(plan.refresh[n].row))
                         for n in moved], moved
 
-    def replace(self, tx: Tx, tenant: str, inputs: Sequence[Any], texts: Sequence[str],
-                made: Any) -> tuple[Plan, list[int], Any]:
+    def replace(self, tx: Tx, tenant: str, inputs: Sequence[Any], ids: Sequence[str],
+                texts: Sequence[str], made: Any) -> tuple[Plan, list[int], Any]:
         """Inside a batch's write transaction: hold its threads (:meth:`Database.lock_threads`)
         and place it again, so a turn another writer forgot or wrote since it was placed
         is not (or is) in the context; returns the plan, the refreshed neighbours to
         re-embed and the vectors: those ``made`` from ``texts`` before the transaction,
         and only what changed embedded now."""
         self._db.lock_threads(tx, tenant, self.threads_in(inputs))
-        plan = self.plan(tenant, inputs, tx)
+        plan = self.plan(tenant, inputs, ids, tx)
         wanted, moved = self.vector_texts(inputs, plan)
         if made is None or list(wanted) == list(texts):
             return plan, moved, made

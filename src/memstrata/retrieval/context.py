@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from ..clock import Clock
-from ..inputs import int_arg
+from ..inputs import int_arg, text_arg
 from ..layers.checkpoints import Checkpoints
 from ..layers.facts import Facts
 from ..models import Checkpoint, Context, Fact, Hit, ManifestEntry, Scope, make_scope
@@ -104,6 +104,9 @@ def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
              principal: str | None = None, decision: str = "planning") -> Context:
     """Assemble a session's starting context (see the module docstring)."""
     scope = make_scope(scope)
+    if query is not None:  # as recall takes it: "" is no query given, but a bad one
+        query = text_arg(query, "query", max_len=4000,
+                         hint="describe in a sentence what is needed, or leave query out")
     budget_tokens = int_arg(budget_tokens, "budget_tokens", low=1)
     facts_cap = int_arg(facts_limit, "facts_limit", low=0, high=10_000)
     now = clock.now()

@@ -25,15 +25,18 @@ from .scoring import adjust_raw, fuse, held
 
 def rank_handoffs(checkpoints: Checkpoints, tx: Any, scope: Scope, q_terms: Sequence[str],
                   raw: dict[str, float], vectors: Any, qvec: Any, *, now: datetime,
-                  since: datetime | None, until: datetime | None) -> list[Hit]:
+                  since: datetime | None, until: datetime | None,
+                  beside: bool = False) -> list[Hit]:
     """Earlier checkpoint versions and closed tasks of ``scope`` within the dates, ranked
     like facts (:func:`fuse`): their words (the query's words each version holds, weighted
     by how rare they are among the handoffs searched, and their share) and, with an
-    embedder, their vectors' cosines; a version with no evidence is left out. A version a
-    later one replaced is not marked down as a superseded record is (to 0.4, under most
-    floors on meaning alone): every handoff is past state, and these versions are what the
-    layer is asked for; its status says so. Each hit's uncapped score goes to ``raw``
-    (:func:`~memstrata.retrieval.scoring.rank_order`)."""
+    embedder, their vectors' cosines; a version with no evidence is left out. Asked for
+    alone, a version a later one replaced is not marked down as a superseded record is (to
+    0.4, under most floors on meaning alone): every handoff is past state, and these
+    versions are what the layer is asked for; its status says so. Asked for ``beside``
+    current records (facts or episodes), it is: a replaced plan never outranks the
+    decision that replaced it. Hits carry who saved the version as actor and source. Each
+    hit's uncapped score goes to ``raw`` (:func:`~memstrata.retrieval.scoring.rank_order`)."""
     found: dict[str, tuple[Checkpoint, str, datetime, str]] = {}
     for cp, status in checkpoints.handoffs_in(tx, scope):
         when = cp.updated_at or now
@@ -58,10 +61,11 @@ def rank_handoffs(checkpoints: Checkpoints, tx: Any, scope: Scope, q_terms: Sequ
         cp, status, when, text = found[ref]
         age = (now - when).total_seconds() / 86400
         score = adjust_raw(rel, actor="system", specificity=cp.scope.specificity(),
-                           age_days=age, superseded=False)
+                           age_days=age, superseded=beside and status == "superseded")
         shown = excerpt(text, q_terms)
         hit = Hit(ref=cp.ref, layer="handoffs", excerpt=shown, score=min(score, 1.0),
-                  date=when, kind="checkpoint", source=cp.updated_by, status=status,
+                  date=when, kind="checkpoint", source=cp.updated_by,
+                  actor=cp.updated_by, status=status,
                   scope=cp.scope, outcome=cp.outcome, task=cp.task, version=cp.version,
                   tokens=count_tokens(shown))
         raw[hit.ref] = score
