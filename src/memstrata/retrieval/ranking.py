@@ -186,7 +186,7 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
     q_terms = terms(req.query, evidence=True)
     hits: list[Hit] = []
     raw: dict[str, float] = {}
-    limit = POOL
+    limit = pool_size(req.k)
     vectors = src.index.vectors
     pending = _QueryVector(src.index.embed_query, req.query) if vectors is not None else None
     # with vectors, a query of only very common words ranks by them alone (see text_search)
@@ -254,16 +254,29 @@ def _fact_filter(src: RankSources, req: RankRequest) -> tuple[str, list[Any]]:
 #: Weights of the episode score (chosen on the LoCoMo dev split, stable under
 #: leave-one-conversation-out; see benchmarks/research/README.md).
 W_LEXICAL, W_SEMANTIC, W_SUBJECT, W_PERIOD = 0.5, 0.5, 0.3, 0.2
-#: Candidates each list (words, vectors) gives a ranking, whatever the k asked for: a hit's
-#: score is taken from both lists (a candidate one list left out gets none of its measure),
-#: so the lists' length is part of every score, and one length for every k keeps a hit's
-#: score and a smaller k's hits the first of a larger one's (k=5 took 50 per list, k=10 80,
-#: and k=8 scored a hit 0.34 that k=10 scored 0.49). 80 per list was chosen on the LoCoMo
-#: dev split (40: R@10 0.775, 80: 0.783, 300: 0.774; benchmarks/research/README.md);
-#: scoring each candidate's missing measure instead (its cosine, its words) gave R@10
-#: 0.778 and multi-hop 0.480 against 0.783 and 0.494 (R@5 0.710 against 0.691). A k near
-#: :data:`~memstrata.inputs.MAX_K` may find fewer hits than it asks for.
+#: Candidates each list (words, vectors) gives a ranking of up to 10 hits; 8 a hit past
+#: that. The same for every k up to 10 (the default 5, ``context``'s 8, the bench's 10): a
+#: smaller k's hits are the first of a larger one's. A candidate one list left out is
+#: scored with that list's measure of it all the same (its cosine, :func:`_rank_episodes`;
+#: its words, :meth:`_EpisodeScorer.fill_lex`), so a hit's score is its own whatever the
+#: k: k=5 took 50 per list and k=10 80, and a word match the shorter vector list left out
+#: scored 0.34 at k=8 and 0.49 at k=10. 80 per list was chosen on the LoCoMo dev split
+#: (40: R@10 0.775, 80: 0.783, 300: 0.774; benchmarks/research/README.md), when a
+#: candidate one list left out scored none of its measure; scored in full: R@5 0.710,
+#: R@10 0.778, R@20 0.844, multi-hop R@10 0.480 (against 0.694, 0.783, 0.839, 0.494).
 POOL = 80
+
+
+#: Word matches a ranking reads past its candidates, to score a vector match the candidates
+#: left out with its words (reading all of a query's matches costs what reading 80 does:
+#: at 10k and 20k synthetic episodes 0.9-1.1 ms for 80, 1,000 or 5,000, most queries
+#: matching 200-1,000); past them, those episodes' words are searched for alone.
+WORD_SCORES = 1_000
+
+
+def pool_size(k: int) -> int:
+    """Candidates per list for a request of ``k`` hits (:data:`POOL`)."""
+    return max(POOL, 8 * k)
 
 
 #: Episode hits a ranking builds beyond the k asked for: spares for the gate, which skips a
@@ -333,13 +346,24 @@ class _EpisodeCandidates:
         drop = sorted({w.lower() for n in named for w in n.split()})
         # words weigh among every episode the caller may read, whatever the window or the
         # expiry (text_search): a long-lived process weighs them as a fresh one does
-        lex = dict(src.db.text_search(
-            tx, "episodes", req.query, self.where, self.params, limit, drop=drop,
-            all_common=all_common,
-            among=src.episodes.filter_sql(req.scope, req.principal, include_expired=True)))
-        return _EpisodeScorer(req, lex, named, drop, lower=self.lower,
+        among = src.episodes.filter_sql(req.scope, req.principal, include_expired=True)
+        # with vectors, the matches past the candidates too (as cheap, up to WORD_SCORES):
+        # a vector match the candidates left out is scored with its words (fill_lex)
+        read = max(limit, WORD_SCORES) if with_vectors else limit
+        found = src.db.text_search(tx, "episodes", req.query, self.where, self.params, read,
+                                   drop=drop, all_common=all_common, among=among)
+
+        def lex_of(tx: Any, ids: Sequence[str]) -> dict[str, float]:
+            # the same search, of these episodes alone: the scores the list would give them
+            return dict(src.db.text_search(
+                tx, "episodes", req.query, f"{self.where} AND r.id IN ({marks(ids)})",
+                [*self.params, *ids], len(ids), drop=drop, all_common=all_common,
+                among=among))
+        return _EpisodeScorer(req, dict(found[:limit]), named, drop, lower=self.lower,
                               with_vectors=with_vectors,
-                              vectors_judge=with_vectors and src.index.judges_meaning)
+                              vectors_judge=with_vectors and src.index.judges_meaning,
+                              more=dict(found[limit:]),
+                              lex_of=lex_of if len(found) >= read else None)
 
 
 def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _EpisodeScorer,
@@ -366,6 +390,12 @@ def _rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: _Episode
         # a full list bounds every candidate it left out: none is nearer than its last
         if len(scorer.vec) >= limit:
             scorer.vec_floor = min(scorer.vec.values())
+        # a word match the vector list left out is scored with its own cosine, not none;
+        # a vector match the word list left out, with its own words
+        missed = [rid for rid in scorer.lex if rid not in scorer.vec]
+        if missed and vectors is not None and qvec is not None:
+            scorer.vec.update(vectors.record_scores(tx, scope.tenant, "episodes", missed, qvec))
+        scorer.fill_lex(tx, [rid for rid in scorer.vec if rid not in scorer.lex])
     order = sorted(set(scorer.lex) | set(scorer.vec), key=lambda r: (-scorer.bound(r), r))
     # the candidates with evidence, and those without (kept beside evidence, or dropped)
     scored: list[tuple[float, float, int, str]] = []
@@ -421,8 +451,16 @@ class _EpisodeScorer:
 
     def __init__(self, req: RankRequest, lex: dict[str, float], named: set[str],
                  drop: Sequence[str], *, lower: datetime | None, with_vectors: bool,
-                 vectors_judge: bool = False) -> None:
+                 vectors_judge: bool = False,
+                 more: dict[str, float] | None = None,
+                 lex_of: Callable[[Any, Sequence[str]], dict[str, float]] | None = None
+                 ) -> None:
         self.now, self.lex, self.named, self.lower = req.now, lex, named, lower
+        #: The word scores of the matches past the candidates (:meth:`fill_lex`).
+        self._more = more or {}
+        #: The word scores of given episodes, where the matches were more than those
+        #: read: an episode :attr:`_more` lacks may still hold the query's words.
+        self._lex_of = lex_of
         self.with_vectors = with_vectors
         #: A low cosine may overrule a word match (the embedder's similarity is meaning's).
         self.vectors_judge = vectors_judge
@@ -510,6 +548,16 @@ class _EpisodeScorer:
                             age_days=(self.now - observed).total_seconds() / 86400,
                             superseded=bool(row["superseded"]))
         return _Parts(boost, factor, specificity)
+
+    def fill_lex(self, tx: Any, ids: Sequence[str]) -> None:
+        """Give these candidates, which the word list left out (found by their vectors),
+        their word scores: from the matches read past the list, else from a search of them
+        alone where there were more matches than read (else they hold none of the query's
+        words). So a candidate's score is its own, not the list's length's."""
+        self.lex.update((rid, self._more[rid]) for rid in ids if rid in self._more)
+        unread = [rid for rid in ids if rid not in self.lex]
+        if unread and self._lex_of is not None:
+            self.lex.update(self._lex_of(tx, unread))
 
     def _base(self, rid: str, cov: float) -> float:
         lexical = self.lex.get(rid, 0.0) / self.top
