@@ -374,7 +374,8 @@ class ForgetReport(_Model):
     ids: list[str] = Field(default_factory=list)
     dry_run: bool = False
     #: Whether the files were compacted afterwards (forgotten bytes rewritten away); False
-    #: when compaction failed: the rows are gone, the engine retries on its next compaction.
+    #: when compaction failed (the rows are gone, the engine retries on its next
+    #: compaction) or the engine may not compact some tables (``notes`` names them).
     compacted: bool = True
     notes: list[str] = Field(default_factory=list)
     #: Refs of matching facts and episodes the scope reads but does not own (records of a

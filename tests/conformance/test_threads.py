@@ -614,3 +614,22 @@ def test_a_replaced_plan_never_outranks_the_decision_that_replaced_it(
     assert (old.status, old.version, old.actor) == ("superseded", 1, "planner")
     alone = mem.recall(ALICE, "rebase merges monorepo", layers=["handoffs"], k=5).items
     assert [h.ref for h in alone] == [old.ref] and alone[0].score > old.score
+
+
+def test_the_log_reads_a_thread_in_the_order_its_turns_are_placed(
+        hmem: Memory, clock: ManualClock) -> None:
+    """Two turns of one moment, the second written while the store's clock stood earlier:
+    the log shows them in the order the thread places them, time then id (before: by the
+    time each was written first, the later turn ahead of the one its context follows)."""
+    at = clock.now()
+    first = hmem.episodes.append(ALICE, text="The zephyrine lanterns arrive Monday",
+                                 actor="user", thread="chat:s7", source="chat:s7/a",
+                                 observed_at=at)
+    clock.set(at - timedelta(minutes=5))
+    second = hmem.episodes.append(ALICE, text="Book it, and ask Priya about catering",
+                                  actor="user", thread="chat:s7", source="chat:s7/b",
+                                  observed_at=at)
+    assert [e.id for e in hmem.episodes.log(ALICE, thread="chat:s7")] == [first.id,
+                                                                         second.id]
+    # the later turn's entry holds the earlier one as its context, as the log reads them
+    assert f"episode:{second.id}" in lexical_matches(hmem, ALICE, "zephyrine")

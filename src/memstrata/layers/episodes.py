@@ -420,7 +420,7 @@ class Episodes:
                 extra.append(when)
         with self._db.transaction(scope.tenant, write=False) as tx:
             rows = tx.all(f"{_SELECT} WHERE {where} "
-                          "ORDER BY r.observed_at, r.created_at, r.id LIMIT ?",
+                          "ORDER BY r.observed_at, r.id LIMIT ?",
                           [*params, *extra, limit])
             sup = self.superseded_ids(tx, scope.tenant, [r["id"] for r in rows])
         now = self._clock.now()

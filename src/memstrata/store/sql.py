@@ -6,12 +6,15 @@ with :func:`marks` placeholders; ids are always parameters, never interpolated.
 
 The "contains" rule of a forget's match is defined here once: a text column contains the
 match when its case-folded text holds the case-folded match (:func:`contains_sql` with
-:func:`like_param`; :func:`case_fold` is the folding, Python's ``str.lower``, which the SQLite
-engine installs as its SQL ``lower()``, so that SQLite folds all of Unicode as PostgreSQL's
-``lower()`` does). A JSON column (:func:`json_text`) contains it when one of its strings
-does (not a key): :func:`json_contains_sql` with :func:`json_like_params` selects a
-superset in SQL, for the text written now and for the ``\\uXXXX``-escaped text written
-before (no UPDATE rewrites immutable rows), and :func:`json_contains` decides each row.
+:func:`like_param`: the engine's SQL ``lower()`` folds both, so they fold alike). On SQLite
+that is :func:`case_fold`, Python's ``str.lower``, which the engine installs as its
+``lower()`` (SQLite's own folds ASCII only); PostgreSQL's folds by its database's locale
+(beyond ASCII under a UTF-8 one; a few letters, Greek's final sigma and the dotted
+capital I, fold otherwise than Python's). A JSON column (:func:`json_text`) contains it
+when one of its string values does (metadata such as a date included; not a key):
+:func:`json_contains_sql` with :func:`json_like_params` selects the candidates in SQL, for
+the text written now and for the ``\\uXXXX``-escaped text written before (no UPDATE
+rewrites immutable rows), and :func:`json_contains` decides each row.
 
 A checkpoint version has no id column (its key is scope, task and version); the id its
 vector is stored under is one rule, written twice side by side: :func:`checkpoint_vector_id`
@@ -58,8 +61,9 @@ def sql_lower(value: object) -> str | None:
 
 
 def contains_sql(column: str) -> str:
-    """Portable case-insensitive substring test with one parameter (see :func:`like_param`)."""
-    return f"lower({column}) LIKE ? ESCAPE '\\'"
+    """Portable case-insensitive substring test with one parameter (see :func:`like_param`):
+    the engine folds the column and the pattern with the same ``lower()``."""
+    return f"lower({column}) LIKE lower(?) ESCAPE '\\'"
 
 
 def _escaped(text: str) -> str:
@@ -68,8 +72,9 @@ def _escaped(text: str) -> str:
 
 
 def like_param(match: str) -> str:
-    """The LIKE pattern for :func:`contains_sql`: ``match`` with its wildcards escaped."""
-    return f"%{_escaped(case_fold(match))}%"
+    """The LIKE pattern for :func:`contains_sql`: ``match`` with its wildcards escaped
+    (folded by the engine)."""
+    return f"%{_escaped(match)}%"
 
 
 def text_contains(text: str | None, match: str) -> bool:

@@ -23,8 +23,8 @@ Contract (the schema and its invariants are in :mod:`memstrata.store.sqlite_sche
 - Vectors live in the same file (:mod:`memstrata.store.sqlite_vectors`).
 - ``lower()`` in SQL is :func:`memstrata.store.sql.sql_lower` (registered on every
   connection in place of SQLite's, which folds ASCII only), so a forget's match is
-  case-insensitive for all of Unicode, as on PostgreSQL. No index or trigger may use
-  ``lower()``: another connection would compute it differently.
+  case-insensitive beyond ASCII, as on PostgreSQL under a UTF-8 locale. No index or
+  trigger may use ``lower()``: another connection would compute it differently.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class SQLiteDatabase:
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.create_function("memstrata_doc_len", 1, doc_len, deterministic=True)
-            # SQLite's own lower() folds ASCII only: the contains rule folds all of Unicode
+            # SQLite's own lower() folds ASCII only: the contains rule folds beyond it
             conn.create_function("lower", 1, sql_lower, deterministic=True)
         except sqlite3.Error as exc:
             raise BackendError(f"cannot open SQLite file {self.path}: {exc}",

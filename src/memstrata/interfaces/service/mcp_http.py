@@ -122,7 +122,7 @@ class McpEndpoint:
         call: Call | None = getattr(state, _CALL, None) if state is not None else None
         if request is None or call is None:  # never reached: every request passed __call__
             raise MemstrataError("an MCP request without an authenticated key")
-        if not request.headers.get(_SESSION_HEADER):  # never reached: refused in __call__
+        if not request.headers.get(_SESSION_HEADER):  # never: the SDK refuses it (400 or 404)
             raise MemstrataError("an MCP request outside a session")
         return Binding(call.scope, actor=call.key.actor, principal=call.principal,
                        allowed=tools_for(call.key.role), owner=call.key.id)
