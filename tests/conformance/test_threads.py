@@ -208,6 +208,18 @@ def test_a_turn_forgotten_while_an_append_places_its_thread_stays_forgotten(
     assert hmem.doctor() == []
 
 
+def _mine_while_theirs_commits(mem: Memory, monkeypatch: pytest.MonkeyPatch,
+                               mine_at: Any, theirs_at: Any) -> Any:
+    """Append my turn (observed at ``mine_at``) while another writer's ("zephyrine", at
+    ``theirs_at``) commits between my placing and my write; returns mine."""
+    _between_plan_and_write(monkeypatch, mem, lambda: mem.episodes.append(
+        ALICE, text="The zephyrine lanterns arrive Monday", actor="user", thread="chat:s7",
+        source="chat:s7/theirs", observed_at=theirs_at))
+    return mem.episodes.append(ALICE, text="Book it, and ask Priya about catering",
+                               actor="user", thread="chat:s7", source="chat:s7/mine",
+                               observed_at=mine_at)
+
+
 def test_two_appends_to_one_thread_at_once_leave_no_stale_context(
         hmem: Memory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each append is placed among the turns the other wrote, so a forget of one turn
@@ -217,13 +229,7 @@ def test_two_appends_to_one_thread_at_once_leave_no_stale_context(
     clock.advance(minutes=1)
     mine_at = clock.now()
     clock.advance(minutes=1)
-    theirs_at = clock.now()
-    _between_plan_and_write(monkeypatch, hmem, lambda: hmem.episodes.append(
-        ALICE, text="The zephyrine lanterns arrive Monday", actor="user", thread="chat:s7",
-        source="chat:s7/theirs", observed_at=theirs_at))
-    mine = hmem.episodes.append(ALICE, text="Book it, and ask Priya about catering",
-                                actor="user", thread="chat:s7", source="chat:s7/mine",
-                                observed_at=mine_at)
+    mine = _mine_while_theirs_commits(hmem, monkeypatch, mine_at, clock.now())
     # the turn written meanwhile follows mine: it is in my entry's context
     assert f"episode:{mine.id}" in lexical_matches(hmem, ALICE, "zephyrine")
     hmem.forget(ALICE, match="zephyrine")
@@ -241,13 +247,7 @@ def test_turns_of_one_moment_are_placed_as_the_thread_is_read(
     the wrong neighbours, and a forget left a forgotten turn's words in one of them)."""
     ids = _log(hmem, clock, per_turn=True, turns=TURNS[:2])
     clock.advance(minutes=1)
-    at = clock.now()
-    _between_plan_and_write(monkeypatch, hmem, lambda: hmem.episodes.append(
-        ALICE, text="The zephyrine lanterns arrive Monday", actor="user", thread="chat:s7",
-        source="chat:s7/theirs", observed_at=at))
-    mine = hmem.episodes.append(ALICE, text="Book it, and ask Priya about catering",
-                                actor="user", thread="chat:s7", source="chat:s7/mine",
-                                observed_at=at)
+    mine = _mine_while_theirs_commits(hmem, monkeypatch, clock.now(), clock.now())
     theirs = next(e for e in hmem.episodes.log(ALICE) if "zephyrine" in e.text)
     assert mine.id < theirs.id  # mine was placed first, and written after theirs
     clock.advance(minutes=1)
