@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-import memstrata.retrieval.ranking as ranking
+import memstrata.retrieval.episode_ranking as ranking
 from memstrata.bench import locomo
 from memstrata.providers.embeddings import get_embedder
 
