@@ -49,12 +49,23 @@ import math
 import mmap
 import os
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .vector_io import (
+    allocate,
+    append_lines,
+    cut,
+    files_on_disk,
+    overwrite_lines,
+    read_header,
+    remove_files,
+    segment_name,
+)
 
 #: Above this many rows, search runs in two stages: a scan of a low-dimensional projection
 #: (the top principal directions of the vectors), then an exact re-rank of the best
@@ -65,9 +76,6 @@ PROJECT_ABOVE = 10_000
 PROJECT_DIMS = 64
 NONE_CODE = 0  # code of "field not set" in the scope-code columns
 FORMAT = 1
-#: The header's counts: whole numbers, none negative (the generation of new files is -1).
-_COUNTS = ("n", "cap", "max_rowid", "generation", "low_n", "codes_bytes", "readers_bytes",
-           "erased")
 ROW = np.dtype([("rowid", "<i8"), ("id", "S32"), ("user", "<i4"), ("project", "<i4"),
                 ("agent", "<i4"), ("expires", "<f8"), ("observed", "<f8"), ("alive", "u1")])
 
@@ -213,7 +221,7 @@ class Segment:
                 if not grow:
                     raise SegmentBroken(f"{path.name} holds {size} bytes, its header "
                                         f"{cap * width}")
-                _allocate(path, size, cap * width)
+                allocate(path, size, cap * width)
         self.cap = cap
         if cap == 0:
             self._maps = ()
@@ -364,9 +372,9 @@ class Segment:
         # only the new rows changed, unless the projection was (re)built over older ones
         whole = self.proj is not None and (not had_projection or projected < start)
         if self.prefix is not None:
-            self._codes_bytes += _append_lines(self._path(".codes"), self._codes_bytes,
+            self._codes_bytes += append_lines(self._path(".codes"), self._codes_bytes,
                                                [json.dumps(c) for c in new_codes])
-            self._readers_bytes += _append_lines(self._path(".readers"), self._readers_bytes,
+            self._readers_bytes += append_lines(self._path(".readers"), self._readers_bytes,
                                                  [json.dumps([s, rd]) for s, rd in readers])
             self._flush_and_commit(None if whole else (start, end))
 
@@ -382,8 +390,8 @@ class Segment:
         the database up to ``generation`` (SegmentGone when a name could not be overwritten
         in place: the files were removed, to be rebuilt)."""
         if self.prefix is not None:
-            _cut(self._path(".codes"), self._codes_bytes)
-            _cut(self._path(".readers"), self._readers_bytes)
+            cut(self._path(".codes"), self._codes_bytes)
+            cut(self._path(".readers"), self._readers_bytes)
         if slots.size:
             self._erase(slots)  # first: a crash before the rows die leaves them to find
             self.rows["alive"][slots] = 0
@@ -410,10 +418,10 @@ class Segment:
                 return json.dumps([slot, []]).encode() if slot in gone else None
 
             try:
-                fits = not dead or _overwrite_lines(self._path(".codes"), self._codes_bytes,
+                fits = not dead or overwrite_lines(self._path(".codes"), self._codes_bytes,
                                                     lambda i, _: dead.get(i))
                 if fits and gone:
-                    _overwrite_lines(self._path(".readers"), self._readers_bytes, blank)
+                    overwrite_lines(self._path(".readers"), self._readers_bytes, blank)
             except ValueError:  # a garbled line: rebuilt
                 fits = False
             if not fits:  # or a name shorter than its code's digits
@@ -561,105 +569,6 @@ class Segment:
     def record_ids(self, slots: np.ndarray) -> list[str]:
         """The record ids of these slots, in order (one gather, not one lookup each)."""
         return [b.decode() for b in self.rows["id"][slots].tolist()]
-
-
-def _allocate(path: Path, size: int, want: int) -> None:
-    """Grow ``path`` from ``size`` to ``want`` bytes with the space reserved on disk
-    (``posix_fallocate``; a plain resize where the platform has none)."""
-    fallocate = getattr(os, "posix_fallocate", None)
-    if fallocate is None:
-        os.truncate(path, want)
-        return
-    with path.open("r+b") as f:
-        fallocate(f.fileno(), size, want - size)
-
-
-def _append_lines(path: Path, at: int, lines: list[str]) -> int:
-    """Write JSON lines at byte ``at`` (what a crashed writer left past the header's count is
-    cut off first); returns the bytes written."""
-    if not lines:
-        return 0
-    data = ("\n".join(lines) + "\n").encode()
-    os.truncate(path, at)
-    with path.open("ab") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return len(data)
-
-
-def _cut(path: Path, size: int) -> None:
-    """Cut off what a crashed writer left past the header's ``size`` (flushed)."""
-    if path.stat().st_size > size:
-        with path.open("r+b") as f:
-            f.truncate(size)
-            os.fsync(f.fileno())
-
-
-def _overwrite_lines(path: Path, size: int,
-                     new: Callable[[int, bytes], bytes | None]) -> bool:
-    """Overwrite lines of the first ``size`` bytes of ``path`` in place, flushed to disk:
-    ``new(index, line)`` is a line's replacement (None: kept), padded with spaces to the
-    line's length. False, with nothing written, when a replacement is longer than its
-    line (the file keeps its length and line breaks: its header's counts stay true)."""
-    with path.open("r+b") as f:
-        lines = f.read(size).split(b"\n")
-        changed = False
-        for i, line in enumerate(lines):
-            out = new(i, line)
-            if out is None:
-                continue
-            if len(out) > len(line):
-                return False
-            lines[i] = out.ljust(len(line))
-            changed = True
-        if changed:
-            f.seek(0)
-            f.write(b"\n".join(lines))
-            f.flush()
-            os.fsync(f.fileno())
-    return True
-
-
-def read_header(path: Path) -> dict[str, Any] | None:
-    """The header at ``path`` (``P.json``), or None when it is missing or lacks a field
-    (garbled: no header)."""
-    try:
-        head = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(head, dict):
-        return None
-    head.setdefault("erased", 0)  # earlier versions' files: no line was ever overwritten
-    if not isinstance(head.get("epoch"), str) or any(
-            type(head.get(k)) is not int or head[k] < (-1 if k == "generation" else 0)
-            for k in _COUNTS) or not all(
-            isinstance(head.get(k), str) for k in ("store", "model", "tenant")):
-        return None
-    return head
-
-
-def files_on_disk(directory: Path | None) -> set[tuple[str, str]]:
-    """(tenant, ``model:dims``) of the segment files in ``directory``, by their headers."""
-    if directory is None or not directory.is_dir():
-        return set()
-    heads = (read_header(path) for path in directory.glob("*.json"))
-    return {(h["tenant"], h["model"]) for h in heads if h is not None}
-
-
-def segment_name(tenant: str, layer: str) -> str:
-    """A file-name-safe name for the (tenant, layer) segment."""
-    import hashlib
-
-    return f"{hashlib.sha256(tenant.encode()).hexdigest()[:24]}.{layer}"
-
-
-def remove_files(prefix: Path) -> None:
-    """Delete a segment's files (after a reindex clears the tenant)."""
-    for path in prefix.parent.glob(prefix.name + ".*"):
-        if not path.name.endswith(".lock"):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
 
 
 __all__ = ["NONE_CODE", "PROJECT_ABOVE", "PROJECT_DIMS", "ROW", "NewRow", "Segment",
