@@ -633,3 +633,26 @@ def test_the_log_reads_a_thread_in_the_order_its_turns_are_placed(
                                                                          second.id]
     # the later turn's entry holds the earlier one as its context, as the log reads them
     assert f"episode:{second.id}" in lexical_matches(hmem, ALICE, "zephyrine")
+
+
+def test_a_turn_of_a_crowded_moment_is_placed_among_its_neighbours(
+        hmem: Memory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twenty turns of one moment committed by another writer between my placing and my
+    write, my turn of the same moment first by id: every entry holds its neighbours in the
+    log's order (before: the placing read the moment's turns by id from the end, its 16
+    newest, and my turn lost the turns before it; with four writers 22 of 100 entries held
+    the wrong neighbours)."""
+    at = clock.now()
+    for n in range(3):
+        hmem.episodes.append(ALICE, text=f"turn qvb{n}", actor="user", thread="chat:one",
+                             source=f"chat:one/b{n}", observed_at=at)
+    _between_plan_and_write(monkeypatch, hmem, lambda: hmem.episodes.append_many([
+        {"scope": ALICE, "text": f"turn qvo{n}", "actor": "user", "thread": "chat:one",
+         "source": f"chat:one/o{n}", "observed_at": at} for n in range(20)]))
+    mine = hmem.episodes.append(ALICE, text="turn qvmine", actor="user", thread="chat:one",
+                                source="chat:one/mine", observed_at=at)
+    order = hmem.episodes.log(ALICE, thread="chat:one")
+    assert len(order) == 24 and order[3].id == mine.id
+    for n, ep in enumerate(order):
+        near = {f"episode:{e.id}" for e in order[max(0, n - 2):n + 3]}
+        assert lexical_matches(hmem, ALICE, ep.text.split()[1]) == near, (n, ep.text)

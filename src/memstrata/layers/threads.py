@@ -144,17 +144,21 @@ class ThreadIndex:
             assert item.thread is not None
             groups.setdefault((item.scope.key, item.thread), []).append(n)
         for (scope_key, thread), members in groups.items():
-            first = min(inputs[n].observed_at for n in members)
+            at, first = min((inputs[n].observed_at, ids[n]) for n in members)
             # the context back (of stored turns too: those whose following context
-            # changes need their own earlier context)
+            # changes need their own earlier context), and what follows, split at the
+            # batch's first turn in the thread's order (time, then id: turns of one moment
+            # written by other writers fall on the side their ids put them)
             earlier = tx.all(
                 f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "r.observed_at <= ? ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
-                (tenant, scope_key, thread, first, _PLACE_BACK))
+                "(r.observed_at < ? OR (r.observed_at = ? AND r.id < ?)) "
+                "ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
+                (tenant, scope_key, thread, at, at, first, _PLACE_BACK))
             later = tx.all(
                 f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "r.observed_at > ? ORDER BY r.observed_at, r.id LIMIT ?",
-                (tenant, scope_key, thread, first, _PLACE_WINDOW))
+                "(r.observed_at > ? OR (r.observed_at = ? AND r.id > ?)) "
+                "ORDER BY r.observed_at, r.id LIMIT ?",
+                (tenant, scope_key, thread, at, at, first, _PLACE_WINDOW))
             seq: list[tuple[Any, str, Row | int]] = [
                 (from_text(r["observed_at"]), str(r["id"]), r) for r in reversed(earlier)]
             seq += [(from_text(r["observed_at"]), str(r["id"]), r) for r in later]
