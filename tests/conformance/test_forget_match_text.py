@@ -16,11 +16,11 @@ from memstrata.scoping import SCOPE_COLUMNS, scope_values
 
 
 def forget_counted(mem: Memory, scope: Scope, match: str) -> dict[str, int]:
-    """The non-zero counts of a forget by ``match``, checked against its dry run (which
-    does not count scratch entries)."""
+    """The non-zero counts of a forget by ``match``, checked against its dry run (the same
+    counts, layer by layer)."""
     dry = mem.forget(scope, match=match, dry_run=True)
     done = mem.forget(scope, match=match)
-    assert dry.counts == {**done.counts, "scratch": 0}, match
+    assert dry.counts == done.counts, match
     assert dry.ids == done.ids, match
     return {k: v for k, v in done.counts.items() if v}
 
@@ -142,3 +142,28 @@ def test_scratch_and_feedback_notes_match_either_case(mem: Memory, alice: Scope)
         counts = forget_counted(mem, alice, "öztürk")
         assert counts == {"scratch": 2, "feedback": 1}, counts
         assert run.scratch.list() == ["other"]
+
+
+def test_a_capital_final_sigma_matches_a_small_one_on_every_layer(
+        mem: Memory, alice: Scope, clock: ManualClock) -> None:
+    """"ΣΩΚΡΆΤΗΣ" finds "Σωκράτης" in every layer on every engine (before: PostgreSQL
+    lowered the capital to a plain sigma, the text's to a final one, and forgot the
+    checkpoint alone)."""
+    mem.episodes.append(alice, text="Ο Σωκράτης τηλεφώνησε", actor="user", source="chat:1")
+    mem.facts.propose(alice, claim="Ο γιατρός λέγεται Σωκράτης", kind="relationship",
+                      subject="alice", attribute="doctor", actor="user", source="chat:1")
+    mem.checkpoints.save(alice, "call", objective="Να καλέσω τον Σωκράτης")
+    with mem.run(alice) as run:
+        run.scratch.write("name", "Σωκράτης")
+        counts = forget_counted(mem, alice, "ΣΩΚΡΆΤΗΣ")
+    assert counts == {"facts": 1, "episodes": 1, "checkpoints": 1, "scratch": 1}, counts
+
+
+def test_a_dry_run_counts_a_forgotten_records_matching_feedback_once(
+        mem: Memory, alice: Scope) -> None:
+    """Feedback on a forgotten episode whose note holds the match too: one row, counted
+    once by the dry run as by the forget (before: 2 against 1)."""
+    ep = mem.episodes.append(alice, text="Called Quokkabeth back", actor="user",
+                             source="chat:1")
+    mem.feedback(ep.ref, "useful", scope=alice, note="Quokkabeth confirmed")
+    assert forget_counted(mem, alice, "quokkabeth") == {"episodes": 1, "feedback": 1}

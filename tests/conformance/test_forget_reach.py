@@ -87,7 +87,7 @@ def test_a_fault_in_the_scratch_step_leaves_all_or_reports(mem: Memory, store: S
     run.__enter__()
     run.scratch.write("note", "pay the Quokkafest invoice")
 
-    def broken(*args: object) -> int:
+    def broken(*args: object, **kwargs: object) -> int:
         raise BackendError("scratch store down")
 
     monkeypatch.setattr(mem.scratch_store, "forget", broken)

@@ -81,35 +81,38 @@ class Feedback:
                     tx, fact, signal, contradictions=int(row["n"]) if row else 0, now=now)
         return {"ref": ref, "signal": signal, "action": action}
 
-    def forget_refs(self, tx: Tx, tenant: str, refs: Sequence[str], *,
-                    dry_run: bool = False) -> int:
-        """Delete (unless ``dry_run``) the feedback given on these (forgotten) records."""
+    def forget_rows(self, tx: Tx, sel: Selector, refs: Sequence[str], *,
+                    dry_run: bool) -> int:
+        """Delete (unless ``dry_run``) the feedback given on these (forgotten) records, and
+        the feedback on records the scope owns whose note contains ``sel.match`` (the notes
+        of other scopes' feedback are not this scope's to delete): each row counted once,
+        so a dry run counts what the forget deletes."""
         found = 0
+        noted: tuple[str, list[Any]] | None = None
+        if sel.match is not None:
+            owned, params = owned_sql(sel.scope)
+            noted = (f"note IS NOT NULL AND {contains_sql('note')} AND ("
+                     f"ref IN (SELECT 'fact:' || r.id FROM facts r WHERE {owned}) OR "
+                     f"ref IN (SELECT 'episode:' || r.id FROM episodes r WHERE {owned}))",
+                     [like_param(sel.match), *params, *params])
+            found += self._take(tx, f"tenant = ? AND {noted[0]}",
+                                [sel.scope.tenant, *noted[1]], dry_run)
         for chunk in chunks(list(refs)):
-            where, params = f"tenant = ? AND ref IN ({marks(chunk)})", (tenant, *chunk)
-            if dry_run:
-                row = tx.one(f"SELECT count(*) AS n FROM feedback WHERE {where}", params)
-                found += int(row["n"]) if row else 0
-            else:
-                found += tx.execute(f"DELETE FROM feedback WHERE {where}", params)
+            where = f"tenant = ? AND ref IN ({marks(chunk)})"
+            params = [sel.scope.tenant, *chunk]
+            if dry_run and noted is not None:  # deleted above by a real forget
+                where += f" AND NOT ({noted[0]})"
+                params += noted[1]
+            found += self._take(tx, where, params, dry_run)
         return found
 
-    def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> int:
-        """Delete (unless ``dry_run``) the feedback on records the scope owns whose note
-        contains ``sel.match`` (the notes of other scopes' feedback are not this scope's to
-        delete)."""
-        if sel.match is None:
-            return 0
-        owned, params = owned_sql(sel.scope)
-        where = (f"tenant = ? AND note IS NOT NULL AND {contains_sql('note')} AND ("
-                 f"ref IN (SELECT 'fact:' || r.id FROM facts r WHERE {owned}) OR "
-                 f"ref IN (SELECT 'episode:' || r.id FROM episodes r WHERE {owned}))")
-        args = [sel.scope.tenant, like_param(sel.match), *params, *params]
-        row = tx.one(f"SELECT count(*) AS n FROM feedback WHERE {where}", args)
-        n = int(row["n"]) if row else 0
-        if n and not dry_run:
-            tx.execute(f"DELETE FROM feedback WHERE {where}", args)
-        return n
+    @staticmethod
+    def _take(tx: Tx, where: str, params: Sequence[Any], dry_run: bool) -> int:
+        """Count (``dry_run``) or delete the feedback rows ``where`` selects."""
+        if dry_run:
+            row = tx.one(f"SELECT count(*) AS n FROM feedback WHERE {where}", params)
+            return int(row["n"]) if row else 0
+        return tx.execute(f"DELETE FROM feedback WHERE {where}", params)
 
 
 __all__ = ["SIGNALS", "Feedback"]

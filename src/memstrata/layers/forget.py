@@ -108,16 +108,15 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         counts["runs"] = len(layers.runs.forget_rows(tx, sel, dry_run=dry_run))
         refs = [f"fact:{i}" for i in fact_ids] + [f"episode:{i}" for i in episode_ids] + \
             checkpoint_refs
-        counts["feedback"] = (layers.feedback.forget_rows(tx, sel, dry_run=dry_run)
-                              + layers.feedback.forget_refs(tx, tenant, refs, dry_run=dry_run))
+        counts["feedback"] = layers.feedback.forget_rows(tx, sel, refs, dry_run=dry_run)
         if not dry_run:
             layers.facts.clear_links(tx, tenant, fact_ids)
             layers.episodes.clear_links(tx, tenant, episode_ids)
-        scratch_too = sel.ids is None and sel.subject is None and not dry_run
+        scratch_too = sel.ids is None and sel.subject is None
         counts["scratch"] = 0
         if scratch_too and layers.scratch.transactional:
             # the database's scratch table: inside this transaction (a nested savepoint)
-            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
+            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match, dry_run=dry_run)
     notes: list[str] = []
     if kept:
         notes.append(_kept_note(sel.scope, kept))
@@ -131,7 +130,7 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
                      "fact, an episode:ID an episode, checkpoint:TASK@N a checkpoint version")
     if scratch_too and not layers.scratch.transactional:
         try:  # another store (Redis): after the commit, and reported if it fails
-            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match)
+            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match, dry_run=dry_run)
         except MemstrataError as exc:
             notes.append(f"the records are forgotten, but the scratch store failed: {exc}; "
                          "run the forget again")

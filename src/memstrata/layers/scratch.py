@@ -153,12 +153,15 @@ class SQLScratchStore:
             return tx.execute("DELETE FROM scratch WHERE tenant = ? AND expires_at <= ?",
                               (tenant, now))
 
-    def forget(self, scope: Scope, match: str | None) -> int:
+    def forget(self, scope: Scope, match: str | None, *, dry_run: bool = False) -> int:
         where, params = owned_sql(scope)
         if match is not None:
             where += f" AND ({contains_sql('r.value')} OR {contains_sql('r.key')})"
             params += [like_param(match), like_param(match)]
         with self._db.transaction(scope.tenant) as tx:
+            if dry_run:
+                row = tx.one(f"SELECT count(*) AS n FROM scratch AS r WHERE {where}", params)
+                return int(row["n"]) if row else 0
             return tx.execute(f"DELETE FROM scratch AS r WHERE {where}", params)
 
     def close(self) -> None:

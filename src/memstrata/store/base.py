@@ -179,8 +179,9 @@ class ScratchStore(Protocol):
         it inside the caller's open transaction, so retention sweeps a tenant all at once)."""
         ...
 
-    def forget(self, scope: Scope, match: str | None) -> int:
-        """Delete entries owned by ``scope`` (whose key or value contains ``match``)."""
+    def forget(self, scope: Scope, match: str | None, *, dry_run: bool = False) -> int:
+        """Delete (unless ``dry_run``: count) entries owned by ``scope`` (whose key or value
+        contains ``match``)."""
         ...
 
     def close(self) -> None: ...

@@ -30,6 +30,7 @@ import redis
 
 from ..errors import BackendError
 from ..models import Scope
+from .sql import text_contains
 
 _GLOB = str.maketrans({c: "\\" + c for c in "*?[]\\"})
 _BATCH = 500
@@ -171,21 +172,21 @@ class RedisScratchStore:
         return self._unlink([name for name, entry in self._entries(pattern)
                              if entry["e"] <= cut])
 
-    def forget(self, scope: Scope, match: str | None) -> int:
-        """Delete entries owned by ``scope`` whose key or value contains ``match``."""
+    def forget(self, scope: Scope, match: str | None, *, dry_run: bool = False) -> int:
+        """Delete (unless ``dry_run``: count) entries owned by ``scope`` whose key or value
+        contains ``match`` (:func:`~memstrata.store.sql.text_contains`)."""
         tenant_prefix = f"{self._ns}:{_part(scope.tenant)}:"
-        needle = match.lower() if match is not None else None
         doomed: list[bytes] = []
         for name, entry in self._entries(_glob(tenant_prefix) + "*"):
             if any(want is not None and entry[field] != want for field, want in
                    (("u", scope.user), ("p", scope.project), ("a", scope.agent))):
                 continue
-            if needle is not None:
+            if match is not None:
                 key = name.decode().split(":", 4)[4]
-                if needle not in key.lower() and needle not in str(entry["v"]).lower():
+                if not (text_contains(key, match) or text_contains(str(entry["v"]), match)):
                     continue
             doomed.append(name)
-        return self._unlink(doomed)
+        return len(doomed) if dry_run else self._unlink(doomed)
 
 
 def _mask(url: str) -> str:

@@ -44,8 +44,9 @@ def marks(items: Sequence[Any]) -> str:
 
 
 def case_fold(text: str) -> str:
-    """The case folding of the contains rule (Unicode: ``ÖZTÜRK`` and ``öztürk`` are one)."""
-    return text.lower()
+    """The case folding of the contains rule (Unicode: ``ÖZTÜRK`` and ``öztürk`` are one;
+    Greek's final sigma is a sigma, as :func:`contains_sql` folds it on every engine)."""
+    return text.lower().replace("ς", "σ")
 
 
 def sql_lower(value: object) -> str | None:
@@ -63,7 +64,8 @@ def sql_lower(value: object) -> str | None:
 def contains_sql(column: str) -> str:
     """Portable case-insensitive substring test with one parameter (see :func:`like_param`):
     the engine folds the column and the pattern with the same ``lower()``."""
-    return f"lower({column}) LIKE lower(?) ESCAPE '\\'"
+    # Greek's final sigma is one sigma: PostgreSQL lowers a capital one to a plain one
+    return f"replace(lower({column}), 'ς', 'σ') LIKE replace(lower(?), 'ς', 'σ') ESCAPE '\\'"
 
 
 def _escaped(text: str) -> str:
