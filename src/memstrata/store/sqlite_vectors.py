@@ -497,9 +497,12 @@ class SQLiteVectorIndex:
         q = np.asarray(qvec, dtype=np.float32)
         found: list[Row] = []
         for chunk in chunks(list(ids)):
+            # by the key (tenant, record_id): "+layer" keeps the planner off the segment
+            # index (tenant, layer), which before ANALYZE it took, reading every vector of
+            # the layer (10 ms for 60 ids at 20k episodes, against 0.3)
             found += tx.all(f"SELECT record_id, vec FROM vectors WHERE tenant = ? AND "
-                            f"layer = ? AND record_id IN ({marks(chunk)})",
-                            (tenant, table, *chunk))
+                            f"record_id IN ({marks(chunk)}) AND +layer = ?",
+                            (tenant, *chunk, table))
         if not found:
             return {}
         # one product for all of them (a dot product per row costs more than the row)
