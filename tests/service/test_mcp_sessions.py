@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 
 from conftest import LiveServer
 from memstrata import Scope
+from memstrata.interfaces.service.core import MAX_JSON_DEPTH
 from memstrata.interfaces.service.mcp_http import IDLE_GRACE_S, SWEEP_EVERY_S, SessionActivity
 
 ALICE = Scope(tenant="acme", user="alice")
@@ -194,7 +195,7 @@ def test_a_request_of_the_sessionless_protocol_era_is_refused_with_the_version_e
 def test_the_deeply_nested_body_gets_the_typed_error(served: LiveServer) -> None:
     token = served.key("acme", role="agent", users=["alice"])
     with served.client(token) as http:
-        for depth in (100, 1000, 5000):  # with the object around it: 101 deep and more
+        for depth in (MAX_JSON_DEPTH, 1000, 5000):  # with the object around it: one deeper
             body = b'{"query": "x", "k": ' + b"[" * depth + b"]" * depth + b"}"
             res = http.post("/v1/recall", content=body,
                             headers={"Content-Type": "application/json"})
@@ -205,7 +206,8 @@ def test_the_deeply_nested_body_gets_the_typed_error(served: LiveServer) -> None
             assert problem["type"] == "ValidationError" and "nests" in problem["error"]
         res = http.post("/v1/recall", content=b'{"query": "x", "k": ' + b"9" * 5000 + b"}")
         assert res.status_code == 422 and res.json()["type"] == "ValidationError"
-        shallow = b'{"query": "x", "k": ' + b"[" * 99 + b"]" * 99 + b"}"  # 100 deep
+        inner = MAX_JSON_DEPTH - 1  # with the object around it: at the limit
+        shallow = b'{"query": "x", "k": ' + b"[" * inner + b"]" * inner + b"}"
         res = http.post("/v1/recall", content=shallow)  # within the limit: the model decides
         assert res.status_code == 422 and "invalid arguments" in res.json()["error"]
 

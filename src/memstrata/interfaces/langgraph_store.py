@@ -89,7 +89,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
                       hint="pip install 'memstrata[langgraph]'") from exc
 
 from ..governance.sensitivity import scan
-from ..inputs import MAX_CLAIM, MAX_NAME, MAX_SOURCE, MAX_TEXT
+from ..inputs import MAX_CLAIM, MAX_NAME, MAX_SOURCE, MAX_TEXT, int_arg
 from ..models import FACT_KINDS, Fact, Scope, make_scope
 
 if TYPE_CHECKING:
@@ -243,24 +243,15 @@ def _operator(value: Any, op: str, arg: Any) -> bool:
     return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
 
 
-def _page(value: Any, field: str, call: str, default: int) -> int:
+def _page(value: Any, field: str, call: str) -> int:
     """A ``limit`` or ``offset``: a whole number, 0 or more (LangGraph slices with them, and a
     slice would count a negative one from the end)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(f"{call} {field} must be a whole number, 0 or more, got "
-                              f"{value!r}", hint=f"pass an int; the default is {field}={default}")
-    return value
+    return int_arg(value, f"{call} {field}", low=0)
 
 
 def _depth(value: Any) -> int | None:
     """``max_depth``: None (whole namespaces) or a depth of 1 or more."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or value < 1):
-        raise ValidationError(f"list_namespaces max_depth must be None or a whole number, 1 "
-                              f"or more, got {value!r}",
-                              hint="max_depth=2 truncates every namespace to its first two "
-                                   "labels; None keeps them whole")
-    return value
+    return None if value is None else int_arg(value, "list_namespaces max_depth", low=1)
 
 
 def _matches(namespace: tuple[str, ...], cond: MatchCondition) -> bool:
@@ -518,8 +509,8 @@ class MemstrataStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = _check_labels(op.namespace_prefix, "search prefix")
         scope, _ = self._split(prefix, partial=True)
-        limit, offset = _page(op.limit, "limit", "search", 10), \
-            _page(op.offset, "offset", "search", 0)
+        limit, offset = _page(op.limit, "limit", "search"), \
+            _page(op.offset, "offset", "search")
         _check_filter(op.filter)
         window = offset + limit
         # without a query the page is the newest items: read a few more than it needs, and
@@ -558,8 +549,8 @@ class MemstrataStore(BaseStore):
                 for f, env, score in page]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        limit, offset = _page(op.limit, "limit", "list_namespaces", 100), \
-            _page(op.offset, "offset", "list_namespaces", 0)
+        limit, offset = _page(op.limit, "limit", "list_namespaces"), \
+            _page(op.offset, "offset", "list_namespaces")
         depth = _depth(op.max_depth)
         for cond in op.match_conditions or ():
             _check_labels(tuple(p for p in cond.path if p != "*"), "match path")

@@ -41,11 +41,8 @@ from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
 from ..store.sql import checkpoint_vector_id, json_text
 from .indexing import RecordIndex
-from .selector import Selector
+from .selector import Selector, take_versions, versions_where
 
-#: What a forget's match is looked for in: the task's name, the strings of the data (JSON).
-_MATCHED_TEXT = ("task",)
-_MATCHED_JSON = ("data",)
 _LIST_FIELDS = ("constraints", "plan", "completed", "evidence", "source_refs",
                 "pending_identity_changes")
 MAX_ITEMS = 200
@@ -330,45 +327,31 @@ class Checkpoints:
         it: :mod:`memstrata.store.sql`; all of the scope's without a match), or the versions
         named by ids (``checkpoint:TASK@N``, the reference a handoff hit carries; none for a
         subject). Returns the reference of each version deleted (``checkpoint:TASK@N``)."""
-        found = self._where(sel)
-        rows, exact = self._selected(tx, sel, found)
-        if rows and found is not None and not dry_run:
-            if exact:  # the filter selects these versions alone
-                tx.execute(f"DELETE FROM checkpoints AS r WHERE {found[0]}", found[1])
-            else:
-                tx.executemany("DELETE FROM checkpoints WHERE tenant = ? AND scope_key = ? "
-                               "AND task = ? AND version = ?",
-                               [(sel.scope.tenant, r["scope_key"], r["task"], r["version"])
-                                for r in rows])
+        rows = self._selected(tx, sel, dry_run=dry_run)
         return [f"checkpoint:{r['task']}@{int(r['version'])}" for r in rows]
 
     def vector_ids(self, tx: Tx, sel: Selector) -> list[str]:
         """The vector ids of the versions :meth:`forget_rows` deletes (their vectors go with
         them: a schema trigger)."""
         return [checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"]))
-                for r in self._selected(tx, sel, self._where(sel))[0]]
+                for r in self._selected(tx, sel, dry_run=True)]
 
     @staticmethod
-    def _selected(tx: Tx, sel: Selector,
-                  found: tuple[str, list[Any]] | None) -> tuple[list[Row], bool]:
-        """The versions ``sel`` selects (scope key, task, version, data) among those its
-        :meth:`_where` filter selects (a superset for a match), and whether they are all
-        of those."""
+    def _selected(tx: Tx, sel: Selector, *, dry_run: bool) -> list[Row]:
+        """The versions ``sel`` selects (scope key, task, version, data), deleted unless
+        ``dry_run`` (:func:`~.selector.take_versions`)."""
+        found = Checkpoints._where(sel)
         if found is None:
-            return [], True
-        where, params = found
-        rows = tx.all(f"SELECT r.scope_key AS scope_key, r.task AS task, r.version AS version, "
-                      f"r.data AS data FROM checkpoints r WHERE {where} "
-                      "ORDER BY r.task, r.version", params)
-        kept = [r for r in rows if sel.keeps(r, _MATCHED_TEXT, _MATCHED_JSON)]
-        return kept, len(kept) == len(rows)
+            return []
+        return take_versions(tx, sel, "checkpoints", "task", *found, dry_run=dry_run,
+                             order="ORDER BY r.task, r.version")
 
     @staticmethod
     def _where(sel: Selector) -> tuple[str, list[Any]] | None:
         """The filter (alias ``r``) of the versions ``sel`` selects; None for none."""
         if sel.subject is not None:
             return None
-        where, params = sel.where(_MATCHED_TEXT, json_columns=_MATCHED_JSON)
+        where, params = versions_where(sel, "task")
         ids = sel.ids_for("checkpoint")
         if ids is not None:
             # an id is a reference without its layer ("TASK@N"); others name other layers

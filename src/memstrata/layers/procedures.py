@@ -65,7 +65,7 @@ from .procedure_model import (
     load_procedure,
     run_cases,
 )
-from .selector import Selector
+from .selector import Selector, take_versions, versions_where
 
 
 # -- the store layer ------------------------------------------------------
@@ -81,10 +81,6 @@ class ProcedureEvent(_Model):
 
 
 _COLUMNS = "name, version, status, data, owner, created_at, activated_at, activated_by"
-#: What a forget's match is looked for in: the name, the strings of the data (JSON).
-_MATCHED_TEXT = ("name",)
-_MATCHED_JSON = ("data",)
-
 
 def _data(row: Row) -> dict[str, Any]:
     raw = row["data"]
@@ -322,18 +318,8 @@ class Procedures:
         ids). Returns the names, one per version."""
         if sel.ids is not None or sel.subject is not None:
             return []
-        where, params = sel.where(_MATCHED_TEXT, json_columns=_MATCHED_JSON)
-        found = tx.all(f"SELECT r.scope_key AS scope_key, r.name AS name, r.version AS version, "
-                       f"r.data AS data FROM procedures r WHERE {where}", params)
-        rows = [r for r in found if sel.keeps(r, _MATCHED_TEXT, _MATCHED_JSON)]
-        if rows and not dry_run:
-            if len(rows) == len(found):  # the filter selects these versions alone
-                tx.execute(f"DELETE FROM procedures AS r WHERE {where}", params)
-            else:
-                tx.executemany("DELETE FROM procedures WHERE tenant = ? AND scope_key = ? AND "
-                               "name = ? AND version = ?",
-                               [(sel.scope.tenant, r["scope_key"], r["name"], r["version"])
-                                for r in rows])
+        where, params = versions_where(sel, "name")
+        rows = take_versions(tx, sel, "procedures", "name", where, params, dry_run=dry_run)
         return [r["name"] for r in rows]
 
     # defined last: inside the class body the name shadows the builtin in annotations

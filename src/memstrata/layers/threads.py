@@ -68,6 +68,15 @@ def access_of(item: Any) -> Access:
     return Access(None if readers is None else frozenset(readers), expires)
 
 
+def _side(cmp: str) -> str:
+    """The WHERE and ORDER BY tail (alias ``r``) of one side of a point of a thread, in the
+    thread's order, time then id (``cmp`` ``<``: before it, nearest first; ``>``: after):
+    parameters observed time, observed time, id, limit."""
+    order = "DESC" if cmp == "<" else "ASC"
+    return (f"(r.observed_at {cmp} ? OR (r.observed_at = ? AND r.id {cmp} ?)) "
+            f"ORDER BY r.observed_at {order}, r.id {order} LIMIT ?")
+
+
 def _around(access: Sequence[Access], pos: int,
             width: int = CONTEXT_EPISODES) -> tuple[list[int], list[int], bool, bool]:
     """The positions of the ``width`` episodes before and after ``pos`` in a thread's
@@ -149,16 +158,11 @@ class ThreadIndex:
             # changes need their own earlier context), and what follows, split at the
             # batch's first turn in the thread's order (time, then id: turns of one moment
             # written by other writers fall on the side their ids put them)
-            earlier = tx.all(
-                f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "(r.observed_at < ? OR (r.observed_at = ? AND r.id < ?)) "
-                "ORDER BY r.observed_at DESC, r.id DESC LIMIT ?",
-                (tenant, scope_key, thread, at, at, first, _PLACE_BACK))
-            later = tx.all(
-                f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
-                "(r.observed_at > ? OR (r.observed_at = ? AND r.id > ?)) "
-                "ORDER BY r.observed_at, r.id LIMIT ?",
-                (tenant, scope_key, thread, at, at, first, _PLACE_WINDOW))
+            where = f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
+            earlier = tx.all(where + _side("<"),
+                             (tenant, scope_key, thread, at, at, first, _PLACE_BACK))
+            later = tx.all(where + _side(">"),
+                           (tenant, scope_key, thread, at, at, first, _PLACE_WINDOW))
             seq: list[tuple[Any, str, Row | int]] = [
                 (from_text(r["observed_at"]), str(r["id"]), r) for r in reversed(earlier)]
             seq += [(from_text(r["observed_at"]), str(r["id"]), r) for r in later]
@@ -255,11 +259,10 @@ class ThreadIndex:
         targets: list[Row] = []
         followers: set[str] = set()
         for scope_key, thread, observed, gone in threads:
-            for cmp, order in ((">", "ASC"), ("<", "DESC")):
+            for cmp in (">", "<"):
                 side = tx.all(
                     f"{self._select} WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? "
-                    f"AND (r.observed_at {cmp} ? OR (r.observed_at = ? AND r.id {cmp} ?)) "
-                    f"ORDER BY r.observed_at {order}, r.id {order} LIMIT ?",
+                    f"AND {_side(cmp)}",
                     (tenant, scope_key, thread, observed, observed, gone, _PLACE_BACK))
                 access = [access_of(r) for r in side]
                 for i, row in enumerate(side):
@@ -294,12 +297,11 @@ class ThreadIndex:
         context (:func:`may_join`), as stored now."""
         mine = access_of(row)
         sides = []
-        for cmp, order in (("<", "DESC"), (">", "ASC")):
+        for cmp in ("<", ">"):
             near = tx.all(
-                "SELECT event, text, outcome, subject, readers, expires_at FROM episodes WHERE "
-                "tenant = ? "
-                f"AND scope_key = ? AND thread = ? AND (observed_at {cmp} ? OR (observed_at = "
-                f"? AND id {cmp} ?)) ORDER BY observed_at {order}, id {order} LIMIT ?",
+                "SELECT r.event, r.text, r.outcome, r.subject, r.readers, r.expires_at FROM "
+                f"episodes r WHERE r.tenant = ? AND r.scope_key = ? AND r.thread = ? AND "
+                f"{_side(cmp)}",
                 (tenant, row["scope_key"], row["thread"] or row["source"], row["observed_at"],
                  row["observed_at"], row["id"], _PLACE_BACK))
             sides.append([r for r in near if may_join(mine, access_of(r))][:CONTEXT_EPISODES])

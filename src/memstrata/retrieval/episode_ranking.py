@@ -171,10 +171,12 @@ def rank_episodes(src: RankSources, tx: Any, req: RankRequest, scorer: EpisodeSc
         # a full list bounds every candidate it left out: none is nearer than its last
         if len(scorer.vec) >= limit:
             scorer.vec_floor = min(scorer.vec.values())
-        # a word match the vector list left out is scored with its own cosine, not none;
-        # a vector match the word list left out, with its own words
+        # a word match the vector list left out is scored with its own cosine, not none
+        # (a list shorter than asked holds every vector the filter admits: nothing to
+        # read); a vector match the word list left out, with its own words
         missed = [rid for rid in scorer.lex if rid not in scorer.vec]
-        if missed and vectors is not None and qvec is not None:
+        if missed and scorer.vec_floor is not None and vectors is not None and \
+                qvec is not None:
             scorer.vec.update(vectors.record_scores(tx, scope.tenant, "episodes", missed, qvec))
         scorer.fill_lex(tx, [rid for rid in scorer.vec if rid not in scorer.lex])
     order = sorted(set(scorer.lex) | set(scorer.vec), key=lambda r: (-scorer.bound(r), r))

@@ -40,7 +40,7 @@ def append_lines(path: Path, at: int, lines: list[str]) -> int:
     if not lines:
         return 0
     data = ("\n".join(lines) + "\n").encode()
-    os.truncate(path, at)
+    cut(path, at)
     with path.open("ab") as f:
         f.write(data)
         f.flush()
