@@ -41,7 +41,7 @@ from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
 from ..store.sql import checkpoint_vector_id, json_text
 from .indexing import RecordIndex
-from .selector import Selector, take_versions, versions_where
+from .selector import Selector, kept_versions, versions_where
 
 _LIST_FIELDS = ("constraints", "plan", "completed", "evidence", "source_refs",
                 "pending_identity_changes")
@@ -327,23 +327,32 @@ class Checkpoints:
         it: :mod:`memstrata.store.sql`; all of the scope's without a match), or the versions
         named by ids (``checkpoint:TASK@N``, the reference a handoff hit carries; none for a
         subject). Returns the reference of each version deleted (``checkpoint:TASK@N``)."""
-        rows = self._selected(tx, sel, dry_run=dry_run)
+        found = self._where(sel)
+        rows, exact = self._selected(tx, sel, found)
+        if rows and found is not None and not dry_run:
+            if exact:  # the filter selects these versions alone
+                tx.execute(f"DELETE FROM checkpoints AS r WHERE {found[0]}", found[1])
+            else:
+                tx.executemany("DELETE FROM checkpoints WHERE tenant = ? AND scope_key = ? "
+                               "AND task = ? AND version = ?",
+                               [(sel.scope.tenant, r["scope_key"], r["task"], r["version"])
+                                for r in rows])
         return [f"checkpoint:{r['task']}@{int(r['version'])}" for r in rows]
 
     def vector_ids(self, tx: Tx, sel: Selector) -> list[str]:
         """The vector ids of the versions :meth:`forget_rows` deletes (their vectors go with
         them: a schema trigger)."""
         return [checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"]))
-                for r in self._selected(tx, sel, dry_run=True)]
+                for r in self._selected(tx, sel, self._where(sel))[0]]
 
     @staticmethod
-    def _selected(tx: Tx, sel: Selector, *, dry_run: bool) -> list[Row]:
-        """The versions ``sel`` selects (scope key, task, version, data), deleted unless
-        ``dry_run`` (:func:`~.selector.take_versions`)."""
-        found = Checkpoints._where(sel)
+    def _selected(tx: Tx, sel: Selector,
+                  found: tuple[str, list[Any]] | None) -> tuple[list[Row], bool]:
+        """The versions ``sel`` selects among those its :meth:`_where` filter selects, and
+        whether they are all of those (:func:`~.selector.kept_versions`)."""
         if found is None:
-            return []
-        return take_versions(tx, sel, "checkpoints", "task", *found, dry_run=dry_run,
+            return [], True
+        return kept_versions(tx, sel, "checkpoints", "task", *found,
                              order="ORDER BY r.task, r.version")
 
     @staticmethod

@@ -24,7 +24,7 @@ from ..inputs import MAX_TEXT, text_arg
 from ..models import Scope
 from ..scoping import owned_sql, resolve_caller
 from ..store.base import Database, Tx
-from ..store.sql import chunks, contains_sql, count_or_delete, like_param, marks
+from ..store.sql import chunks, contains_sql, like_param, marks
 from .episodes import Episodes
 from .facts import Facts
 from .selector import Selector
@@ -95,16 +95,24 @@ class Feedback:
                      f"ref IN (SELECT 'fact:' || r.id FROM facts r WHERE {owned}) OR "
                      f"ref IN (SELECT 'episode:' || r.id FROM episodes r WHERE {owned}))",
                      [like_param(sel.match), *params, *params])
-            found += count_or_delete(tx, "feedback", f"tenant = ? AND {noted[0]}",
-                                     [sel.scope.tenant, *noted[1]], dry_run)
+            found += self._take(tx, f"tenant = ? AND {noted[0]}",
+                                [sel.scope.tenant, *noted[1]], dry_run)
         for chunk in chunks(list(refs)):
             where = f"tenant = ? AND ref IN ({marks(chunk)})"
             params = [sel.scope.tenant, *chunk]
             if dry_run and noted is not None:  # deleted above by a real forget
                 where += f" AND NOT ({noted[0]})"
                 params += noted[1]
-            found += count_or_delete(tx, "feedback", where, params, dry_run)
+            found += self._take(tx, where, params, dry_run)
         return found
+
+    @staticmethod
+    def _take(tx: Tx, where: str, params: Sequence[Any], dry_run: bool) -> int:
+        """Count (``dry_run``) or delete the feedback rows ``where`` selects."""
+        if dry_run:
+            row = tx.one(f"SELECT count(*) AS n FROM feedback WHERE {where}", params)
+            return int(row["n"]) if row else 0
+        return tx.execute(f"DELETE FROM feedback WHERE {where}", params)
 
 
 __all__ = ["SIGNALS", "Feedback"]

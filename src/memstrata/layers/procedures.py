@@ -65,7 +65,7 @@ from .procedure_model import (
     load_procedure,
     run_cases,
 )
-from .selector import Selector, take_versions, versions_where
+from .selector import Selector, kept_versions, versions_where
 
 
 # -- the store layer ------------------------------------------------------
@@ -319,7 +319,15 @@ class Procedures:
         if sel.ids is not None or sel.subject is not None:
             return []
         where, params = versions_where(sel, "name")
-        rows = take_versions(tx, sel, "procedures", "name", where, params, dry_run=dry_run)
+        rows, exact = kept_versions(tx, sel, "procedures", "name", where, params)
+        if rows and not dry_run:
+            if exact:  # the filter selects these versions alone
+                tx.execute(f"DELETE FROM procedures AS r WHERE {where}", params)
+            else:
+                tx.executemany("DELETE FROM procedures WHERE tenant = ? AND scope_key = ? AND "
+                               "name = ? AND version = ?",
+                               [(sel.scope.tenant, r["scope_key"], r["name"], r["version"])
+                                for r in rows])
         return [r["name"] for r in rows]
 
     # defined last: inside the class body the name shadows the builtin in annotations

@@ -36,7 +36,7 @@ from ..inputs import text_arg
 from ..models import Scope
 from ..scoping import SCOPE_COLUMNS, owned_sql, scope_values
 from ..store.base import Database, Row, ScratchStore
-from ..store.sql import contains_sql, count_or_delete, like_param
+from ..store.sql import contains_sql, like_param
 
 DEFAULT_TTL = timedelta(hours=24)
 #: The longest a scratch entry may live (an expiry time must stay a valid date).
@@ -159,7 +159,10 @@ class SQLScratchStore:
             where += f" AND ({contains_sql('r.value')} OR {contains_sql('r.key')})"
             params += [like_param(match), like_param(match)]
         with self._db.transaction(scope.tenant) as tx:
-            return count_or_delete(tx, "scratch", where, params, dry_run)
+            if dry_run:
+                row = tx.one(f"SELECT count(*) AS n FROM scratch AS r WHERE {where}", params)
+                return int(row["n"]) if row else 0
+            return tx.execute(f"DELETE FROM scratch AS r WHERE {where}", params)
 
     def close(self) -> None:
         """Nothing to release: the database is closed by its owner."""

@@ -91,28 +91,20 @@ class Selector:
 def versions_where(sel: Selector, name: str) -> tuple[str, list[Any]]:
     """The filter (alias ``r``) of the versions of a versioned table (checkpoints,
     procedures: a ``name`` column, a ``version``, JSON ``data``) that ``sel`` may select:
-    a superset with a match (:func:`take_versions` decides each row)."""
+    a superset with a match (:func:`kept_versions` decides each row)."""
     return sel.where((name,), json_columns=("data",))
 
 
-def take_versions(tx: Tx, sel: Selector, table: str, name: str, where: str,
-                  params: Sequence[Any], *, dry_run: bool, order: str = "") -> list[Row]:
+def kept_versions(tx: Tx, sel: Selector, table: str, name: str, where: str,
+                  params: Sequence[Any], order: str = "") -> tuple[list[Row], bool]:
     """The versions (scope key, ``name``, version, data) of ``table`` that ``where`` (from
     :func:`versions_where`) selects and ``sel`` keeps (their name or a string of their data
-    holds the match: :meth:`Selector.keeps`), deleted unless ``dry_run``: by the filter
-    when it selected them alone, else by their keys."""
+    holds the match: :meth:`Selector.keeps`), and whether they are all that ``where``
+    selects (then the table's owner may delete by the filter; else by their keys)."""
     found = tx.all(f"SELECT r.scope_key AS scope_key, r.{name} AS {name}, r.version AS "
                    f"version, r.data AS data FROM {table} r WHERE {where} {order}", params)
     rows = [r for r in found if sel.keeps(r, (name,), ("data",))]
-    if rows and not dry_run:
-        if len(rows) == len(found):
-            tx.execute(f"DELETE FROM {table} AS r WHERE {where}", params)
-        else:
-            tx.executemany(f"DELETE FROM {table} WHERE tenant = ? AND scope_key = ? AND "
-                           f"{name} = ? AND version = ?",
-                           [(sel.scope.tenant, r["scope_key"], r[name], r["version"])
-                            for r in rows])
-    return rows
+    return rows, len(rows) == len(found)
 
 
 def narrowed(sel: Selector, layer: str,

@@ -61,16 +61,6 @@ def sql_lower(value: object) -> str | None:
     return case_fold(str(value))
 
 
-def count_or_delete(tx: Any, table: str, where: str, params: Sequence[Any],
-                    dry_run: bool) -> int:
-    """Delete the rows of ``table`` (alias ``r``) that ``where`` selects, or with
-    ``dry_run`` count them; returns how many."""
-    if dry_run:
-        row = tx.one(f"SELECT count(*) AS n FROM {table} AS r WHERE {where}", params)
-        return int(row["n"]) if row else 0
-    return int(tx.execute(f"DELETE FROM {table} AS r WHERE {where}", params))
-
-
 def contains_sql(column: str) -> str:
     """Portable case-insensitive substring test with one parameter (see :func:`like_param`):
     the engine folds the column and the pattern with the same ``lower()``."""
@@ -187,7 +177,6 @@ __all__ = [
     "checkpoint_vector_id_sql",
     "chunks",
     "contains_sql",
-    "count_or_delete",
     "json_contains",
     "json_contains_sql",
     "json_like_params",
