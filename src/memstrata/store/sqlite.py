@@ -70,6 +70,14 @@ class _SQLiteTx:
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return [dict(r) for r in self._conn.execute(sql, _adapt(params)).fetchall()]
 
+    def tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Every row of a query as a plain tuple, in the columns' order: for the long
+        reads of a search (1,000 word matches read as dicts cost 0.25 ms more at 20k
+        episodes)."""
+        cur = self._conn.cursor()
+        cur.row_factory = None
+        return cur.execute(sql, _adapt(params)).fetchall()
+
     def changes(self) -> tuple[int, int]:
         """What changes with every write to the file: this connection's changed rows and
         the file's data version (moved by other connections' commits)."""

@@ -147,7 +147,7 @@ class TextSearch:
         # frequency it stands for, at the entry's length dl; then BM25 at the caller's mean
         term = "(-p.b / p.g)"
         freq = f"({term} * {k1} * ({1 - b} + {b} * d.dl / ?) / max({c} - {term}, 1e-9))"
-        rows = tx.all(
+        rows = tx.tuples(
             f"WITH p AS MATERIALIZED ({' UNION ALL '.join([part] * len(words))}), "
             "d AS MATERIALIZED (SELECT DISTINCT p.rid AS rid, memstrata_doc_len(z.sz) AS dl "
             f"FROM p JOIN {fts}_docsize z ON z.id = p.rid) "
@@ -156,7 +156,7 @@ class TextSearch:
             "GROUP BY p.id ORDER BY s DESC, p.id LIMIT ?",
             (*(x for w in words for x in (table_idf[w], own[w], quote(w), *params)),
              table_len, table_len, own_len, limit))
-        return [(r["id"], settled(float(r["s"]))) for r in rows]
+        return [(rid, settled(float(s))) for rid, s in rows]
 
     @staticmethod
     def _one_query(tx: Any, table: str, words: list[str], where: str, params: Sequence[Any],
@@ -164,12 +164,12 @@ class TextSearch:
         """SQLite's ``bm25`` over all the words at once (the caller's statistics are the
         table's: see :meth:`search`); CROSS JOIN as there."""
         fts = f"{table}_fts"
-        rows = tx.all(
+        rows = tx.tuples(
             f"SELECT r.id AS id, bm25({fts}, 1.0, 0.5) AS s FROM {fts} CROSS JOIN "
             f"{table} r ON r.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {where} "
             "ORDER BY s, r.id LIMIT ?",
             (" OR ".join(quote(w) for w in words), *params, limit))
-        return [(r["id"], settled(-float(r["s"]))) for r in rows]
+        return [(rid, settled(-float(s))) for rid, s in rows]
 
     def _watch(self, tx: Any, table: str, top: int, total: int) -> None:
         """Forget the table's remembered counts when rows were deleted or written again in
