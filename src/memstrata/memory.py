@@ -282,16 +282,18 @@ class Memory:
     def forget(self, scope: Scope | dict[str, Any], match: str | None = None, *,
                subject: str | None = None, record_ids: Sequence[str] | None = None,
                force: bool = False, dry_run: bool = False,
-               principal: str | None = None) -> ForgetReport:
+               principal: str | None = None, as_reader: bool = False) -> ForgetReport:
         """Delete for real, everywhere the content lives; returns counts per layer.
-        ``principal``: forget only the restricted facts and episodes it may read (an
-        agent's forget; None: every record the scope owns)."""
+        ``principal``: forget only the restricted facts and episodes it may read (None:
+        every record the scope owns). ``as_reader`` (an agent's forget): only what the
+        caller may read, the records of exactly its scope (see
+        :func:`memstrata.layers.forget.forget`)."""
         targets = ForgetTargets(self.facts, self.episodes, self.checkpoints, self.ledger,
                                 self.procedures, self.runs, self._feedback, self.scratch_store,
                                 self.index.vectors)
         return _forget(self.db, targets, scope, match=match, subject=subject,
                        record_ids=record_ids, force=force, dry_run=dry_run,
-                       principal=principal)
+                       principal=principal, as_reader=as_reader)
 
     def sweep(self) -> dict[str, int]:
         """Retention: expire scratch by TTL, facts and episodes by ``expires_at``."""

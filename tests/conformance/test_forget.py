@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from backends import StoreProbe, open_store
-from memstrata import AccessDenied, ManualClock, Memory, Scope, ToolDispatcher
+from memstrata import AccessDenied, ManualClock, Memory, NotFound, Scope, ToolDispatcher
 from memstrata.providers.embeddings import HashingEmbedder
 
 SECRETISH = "Quokkaberry7731"
@@ -134,6 +134,42 @@ def test_an_agents_forget_reaches_only_what_it_may_read(mem: Memory) -> None:
     assert report.ids == [f"episode:{open_one.id}"] and hidden.id not in str(report)
     assert mem.episodes.get(hidden.id).id == hidden.id
     assert mem.forget(scope, match="quokka", principal="bob").ids == [f"episode:{hidden.id}"]
+
+
+def test_an_agents_forget_from_a_project_reaches_no_users_records_in_it(mem: Memory) -> None:
+    """The agent tool of a project-wide caller (``memstrata mcp --project p``, a service key
+    bound to the project) reads none of a user's records in the project and no record
+    restricted to other readers, so its forget and its preview take none of them (before:
+    the forget took every record the project owns, 3 the caller could not read); the
+    project's own open records go, and the operator's forget still reaches every one."""
+    project, mine = Scope(project="p"), Scope(user="alice", project="p")
+    alice_fact = mem.facts.propose(mine, claim="Alice has a zebrafish allergy", kind="profile",
+                                   subject="alice", attribute="allergy", actor="user",
+                                   source="chat:1").record
+    alice_ep = mem.episodes.append(mine, text="alice zebrafish diary entry", actor="user",
+                                   source="chat:2")
+    hidden = mem.facts.propose(project, claim="Zebrafish budget is 10k", kind="decision",
+                               subject="budget", attribute="zebrafish", actor="user",
+                               source="chat:3", readers=["rita"]).record
+    shared = mem.episodes.append(project, text="The zebrafish tank arrives Monday",
+                                 actor="user", source="chat:4")
+    with mem.run(mine, run_id="r1") as run:
+        run.scratch.write("zebrafish-notes", "alice's notes")
+        agent = ToolDispatcher(mem, project)
+        preview = agent.dispatch("forget", {"match": "zebrafish", "dry_run": True})
+        assert preview["total"] == 1 and preview["counts"]["scratch"] == 0
+        out = agent.dispatch("forget", {"match": "zebrafish"})
+        assert out["total"] == 1 and out["counts"]["episodes"] == 1
+        assert run.scratch.read("zebrafish-notes") == "alice's notes"
+    assert alice_fact is not None and hidden is not None
+    assert mem.facts.get(alice_fact.id, mine).id == alice_fact.id
+    assert mem.episodes.get(alice_ep.id).id == alice_ep.id
+    assert [f.id for f in mem.facts.list(project, principal="rita")] == [hidden.id]
+    with pytest.raises(NotFound):
+        mem.episodes.get(shared.id)
+    operator = mem.forget(project, match="zebrafish")
+    assert set(operator.ids) == {f"fact:{alice_fact.id}", f"episode:{alice_ep.id}",
+                                 f"fact:{hidden.id}"}
 
 
 def test_a_forget_by_subject_takes_the_episodes_about_it_and_no_others(mem: Memory) -> None:

@@ -40,6 +40,26 @@ def test_scratch_receipts_listing_and_discard(mem: Memory, alice: Scope) -> None
     assert mem.facts.list(alice) == []
 
 
+def test_two_scopes_with_one_run_id_have_two_scratchpads(mem: Memory, clock: ManualClock) -> None:
+    """A run id names a run of one scope, on every backend (Redis keyed its entries by scope
+    already): bob's run "shared-run" neither overwrites, reads, lists nor discards alice's
+    entries, and its end leaves hers (before, on SQL stores, bob's write replaced alice's
+    value and read back as not set)."""
+    alice, bob = Scope(user="alice"), Scope(user="bob")
+    with mem.run(alice, run_id="shared-run") as hers:
+        hers.scratch.write("plan", "alice's secret plan")
+        with mem.run(bob, run_id="shared-run") as his:
+            assert his.scratch.read("plan") == "plan is not set"
+            assert his.scratch.write("plan", "bob was here") == "wrote plan (12 chars)"
+            assert his.scratch.read("plan") == "bob was here"
+            assert his.scratch.list() == ["plan"]
+            assert hers.scratch.read("plan") == "alice's secret plan"
+            assert his.scratch.delete("plan") == "deleted plan"
+            his.scratch.write("other", "x")
+        assert hers.scratch.items() == [("plan", "alice's secret plan")]
+    assert mem.run(bob, run_id="shared-run").scratch.list() == []
+
+
 def test_scratch_expires_by_ttl(mem: Memory, alice: Scope, clock: ManualClock) -> None:
     with mem.run(alice) as run:
         run.scratch.write("k", "v")

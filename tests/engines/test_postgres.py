@@ -74,7 +74,8 @@ def test_migrations_need_the_owner_are_recorded_and_not_rerun(pg_database: AppDa
                      "m006_episode_threads", "m007_api_keys",
                      "m008_drop_source_thread_index", "m009_episode_match_rows",
                      "m010_gin_pending_list", "m011_match_rows_planned_per_call",
-                     "m012_fulltext_words_of_paths", "m013_checkpoint_vectors"]
+                     "m012_fulltext_words_of_paths", "m013_checkpoint_vectors",
+                     "m014_runs_per_scope"]
     assert migrate(pg_database) == names  # idempotent
     with Memory.open(pg_database.app_url, embedder=None) as mem:
         assert mem.stats()["migrations"] == names

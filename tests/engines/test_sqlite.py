@@ -26,7 +26,7 @@ def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     assert names == ["m001_initial", "m002_tenants", "m003_episode_threads", "m004_api_keys",
                      "m005_drop_source_thread_index", "m006_fts_secure_delete",
                      "m007_vector_files", "m008_checkpoint_vectors", "m009_words",
-                     "m010_fts_rewrites"]
+                     "m010_fts_rewrites", "m011_runs_per_scope"]
     mem.close()
     Memory.open(f"sqlite:///{db_path}", embedder=None).close()  # reopen: no re-run
     assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names
@@ -56,6 +56,39 @@ def test_episodes_stored_before_threads_are_threaded_by_their_source(db_path: Pa
         raise AssertionError("episodes must stay append-only after the migration")
     except sqlite3.IntegrityError:
         pass
+
+
+def test_runs_and_scratch_written_before_m011_keep_their_rows(db_path: Path) -> None:
+    """m011 builds ``runs`` and ``scratch`` again with the scope in their keys: the rows
+    written before stay readable by their run, new tenants still register, and another
+    scope may now use the same run id."""
+    from memstrata.store.sqlite_schema import MIGRATIONS
+
+    c = raw(db_path)
+    c.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for name, fn in MIGRATIONS.pending([]):
+        if name == "m011_runs_per_scope":
+            break
+        fn(c)
+        c.execute("INSERT INTO migrations VALUES (?, '2026-01-01')", (name,))
+    c.execute("INSERT INTO runs VALUES ('default', 'alice', NULL, NULL, 'u=alice;p=;a=', 'r1', "
+              "'t', '2026-01-01T00:00:00+00:00', NULL)")
+    c.execute("INSERT INTO scratch VALUES ('default', 'alice', NULL, NULL, 'u=alice;p=;a=', "
+              "'r1', 'plan', 'old value', '2026-01-01T00:00:00+00:00', "
+              "'2999-01-01T00:00:00+00:00')")
+    with Memory.open(f"sqlite:///{db_path}", embedder=None) as mem:
+        alice = Scope(user="alice")
+        assert alice.key == "u=alice;p=;a="
+        assert mem.run(alice, run_id="r1").scratch.read("plan") == "old value"
+        with mem.run(Scope(user="bob"), run_id="r1", task="t") as bob:
+            bob.scratch.write("plan", "bob's")
+            assert mem.run(alice, run_id="r1").scratch.read("plan") == "old value"
+        mem.run(Scope(tenant="acme", user="carol"), run_id="r1").scratch.write("k", "v")
+        assert "acme" in mem.db.tenants()
+    assert c.execute("SELECT s_user FROM runs ORDER BY s_user").fetchall() == [("alice",),
+                                                                               ("bob",)]
+    assert c.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = "
+                     "'scratch' AND name = 'scratch_expiry'").fetchone() == ("scratch_expiry",)
 
 
 def test_a_forget_scrubs_the_full_text_index_in_place(mem: Memory, db_path: Path) -> None:

@@ -236,6 +236,43 @@ def test_revoked_unknown_and_missing_keys_are_refused(served: LiveServer) -> Non
     assert httpx.get(f"{served.url}/healthz").json() == {"ok": True}
 
 
+def test_an_admin_key_bound_to_a_user_manages_only_that_users_keys(served: LiveServer) -> None:
+    """An admin key of alice creates keys only for alice (reading as alice), lists only
+    those, and finds no other key to revoke (before: it minted an unbound admin key that
+    read bob's facts, listed every key and revoked bob's). A tenant-wide admin still
+    manages them all."""
+    served.mem.facts.propose(Scope(tenant="acme", user="bob"), claim="Bob's salary is 123k",
+                             kind="profile", subject="bob", attribute="salary", actor="user",
+                             source="hr:1")
+    bob_key, bob_token = served.keys.create("acme", role="agent", users=["bob"])
+    with served.client(served.key("acme", role="admin", users=["alice"])) as http:
+        for body in ({"role": "admin"}, {"role": "agent", "users": ["bob"]},
+                     {"role": "agent", "users": ["alice", "bob"]},
+                     {"role": "agent", "users": ["alice"], "principal": "rita"}):
+            res = http.post("/v1/keys/create", json=body)
+            assert res.status_code == 403 and res.json()["hint"], (body, res.text)
+        made = http.post("/v1/keys/create", json={"role": "reviewer", "users": ["alice"],
+                                                    "projects": ["p1"]})
+        assert made.status_code == 200 and made.json()["key"]["users"] == ["alice"]
+        listed = http.post("/v1/keys/list").json()["keys"]
+        assert bob_key.id not in {k["id"] for k in listed}
+        assert {tuple(k["users"]) for k in listed} == {("alice",)}
+        gone = http.post("/v1/keys/revoke", json={"key_id": bob_key.id})
+        assert gone.status_code == 404
+        assert gone.json()["error"] == http.post(
+            "/v1/keys/revoke", json={"key_id": "01aaaaaaaaaaaaaaaaaaaaaaaa"}).json()["error"] \
+            .replace("01aaaaaaaaaaaaaaaaaaaaaaaa", bob_key.id)
+        assert http.post("/v1/keys/revoke", json={"key_id": made.json()["key"]["id"]}
+                         ).status_code == 200
+    with served.client(bob_token) as http:
+        assert http.post("/v1/whoami").status_code == 200
+    with served.client(served.key("acme", role="admin")) as http:
+        assert bob_key.id in {k["id"] for k in http.post("/v1/keys/list").json()["keys"]}
+        assert http.post("/v1/keys/revoke", json={"key_id": bob_key.id}).status_code == 200
+    with served.client(bob_token) as http:
+        assert http.post("/v1/whoami").status_code == 401
+
+
 def test_bodies_over_the_limit_are_refused_before_they_are_read(served: LiveServer) -> None:
     token = served.key("acme", role="agent", users=["alice"])
     before = served.mem.facts.list(ALICE)

@@ -331,11 +331,12 @@ def _complete_operation(d: ToolDispatcher, a: CompleteOperationArgs) -> dict[str
 
 
 def _forget(d: ToolDispatcher, a: ForgetArgs) -> dict[str, Any]:
-    # an agent forgets only what it may read: its principal, else the scope's user
+    # an agent forgets only what it may read: its scope's own records, and of the restricted
+    # ones its principal's (else the scope's user's)
     return forget_result(d.mem.forget(d.scope, match=a.match, subject=a.subject,
                                       record_ids=a.record_ids, force=False,
                                       dry_run=a.dry_run,
-                                      principal=d.principal or d.scope.user))
+                                      principal=d.principal or d.scope.user, as_reader=True))
 
 
 def forget_result(report: ForgetReport) -> dict[str, Any]:

@@ -313,16 +313,14 @@ class Episodes:
         """Delete (unless ``dry_run``) the episodes ``sel`` selects; their full-text entries
         and vectors go by trigger. A ``subject`` selects episodes mentioning it."""
         where, params = sel.where(_TEXT_COLUMNS)
-        if sel.principal is not None:  # only what the principal may read
-            where += f" AND {self._db.readers_clause('r.readers')}"
-            params.append(sel.principal)
-        return self._selected(tx, sel, (where, params), dry_run=dry_run)
+        readers, more = sel.readers(self._db.readers_clause)
+        return self._selected(tx, sel, (where + readers, [*params, *more]), dry_run=dry_run)
 
     def kept_rows(self, tx: Tx, sel: Selector) -> list[tuple[str, Scope]]:
         """(id, scope) of the episodes ``sel`` would select among those its scope reads but
         does not own (user-wide ones seen from a project): what its forget leaves, to be
         reported."""
-        among = read_not_owned(sel.scope, self.filter_sql(sel.scope, sel.principal))
+        among = read_not_owned(sel, self.filter_sql(sel.scope, sel.principal))
         ids = self._selected(tx, sel, sel.where(_TEXT_COLUMNS, among), dry_run=True)
         return [(i, scope_from_row(r)) for i, r in self.rows(tx, sel.scope.tenant, ids).items()]
 

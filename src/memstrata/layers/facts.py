@@ -61,7 +61,6 @@ from ..scoping import (
     exact_sql,
     hidden_from_writer,
     load_json_list,
-    owned_sql,
     scope_from_row,
     scope_values,
     writer_of,
@@ -455,9 +454,8 @@ class Facts(FactReads):
         """Delete (unless ``dry_run``) the facts ``sel`` selects, every status; their
         full-text entries and vectors go by trigger. Returns the ids."""
         where, params = sel.where(_TEXT_COLUMNS)
-        if sel.principal is not None:  # only what the principal may read
-            where += f" AND {self._db.readers_clause('r.readers')}"
-            params.append(sel.principal)
+        readers, more = sel.readers(self._db.readers_clause)
+        where, params = where + readers, [*params, *more]
         named = sel.ids_for("fact")
         if named is not None:
             if not named:
@@ -480,7 +478,7 @@ class Facts(FactReads):
         those its scope reads but does not own (user-wide ones seen from a project): what
         its forget leaves, to be reported."""
         chosen = narrowed(sel, "fact", sel.where(_TEXT_COLUMNS, read_not_owned(
-            sel.scope, self.filter_sql(sel.scope, sel.principal,
+            sel, self.filter_sql(sel.scope, sel.principal,
                                        statuses=("active", "superseded")))))
         if chosen is None:
             return []
@@ -494,7 +492,7 @@ class Facts(FactReads):
     def _lineage(self, tx: Tx, sel: Selector, ids: Sequence[str]) -> builtins.list[str]:
         """``ids`` and every fact linked to them by supersession, within the owned scope."""
         found, todo = set(ids), list(ids)
-        owned, params = owned_sql(sel.scope)
+        owned, params = sel.owned()
         while todo:
             batch, todo = todo[:500], todo[500:]
             for row in tx.all(f"SELECT r.id AS id, r.supersedes AS s, r.superseded_by AS b FROM "

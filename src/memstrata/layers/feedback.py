@@ -22,7 +22,7 @@ from ..errors import ValidationError
 from ..governance.safety import screened_arg
 from ..inputs import MAX_TEXT, text_arg
 from ..models import Scope
-from ..scoping import owned_sql, resolve_caller
+from ..scoping import resolve_caller
 from ..store.base import Database, Tx
 from ..store.sql import chunks, contains_sql, like_param, marks
 from .episodes import Episodes
@@ -90,7 +90,7 @@ class Feedback:
         found = 0
         noted: tuple[str, list[Any]] | None = None
         if sel.match is not None:
-            owned, params = owned_sql(sel.scope)
+            owned, params = sel.owned()
             noted = (f"note IS NOT NULL AND {contains_sql('note')} AND ("
                      f"ref IN (SELECT 'fact:' || r.id FROM facts r WHERE {owned}) OR "
                      f"ref IN (SELECT 'episode:' || r.id FROM episodes r WHERE {owned}))",

@@ -27,9 +27,12 @@ Contract:
   the forgotten records (measured, the same in a dry run); ``dry_run`` changes nothing.
   Facts and episodes the selection matches that the scope reads but does not own (a
   user-wide record seen from a project) are left, and reported: their refs in ``kept``
-  and a note naming the scope each belongs to. With ``principal`` (an agent's forget),
-  facts and episodes restricted to readers are forgotten (and reported) only where the
-  principal is one of them: a forget reaches no record its caller may not read.
+  and a note naming the scope each belongs to. With ``principal``, facts and episodes
+  restricted to readers are forgotten (and reported) only where the principal is one of
+  them. ``as_reader`` (an agent's forget: the tool, the service) reaches no record its
+  caller may not read: only the records of exactly its scope (``project=p`` reads none of
+  a user's records in ``p``), scratch entries included, and of the restricted ones only
+  its principal's (none without one) (:class:`~memstrata.layers.selector.Selector`).
 """
 
 from __future__ import annotations
@@ -71,12 +74,14 @@ class ForgetTargets:
 def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *,
            match: str | None = None, subject: str | None = None,
            record_ids: Sequence[str] | None = None, force: bool = False,
-           dry_run: bool = False, principal: str | None = None) -> ForgetReport:
+           dry_run: bool = False, principal: str | None = None,
+           as_reader: bool = False) -> ForgetReport:
     """Delete for real; see the module docstring."""
     force = bool_arg(force, "force")
     dry_run = bool_arg(dry_run, "dry_run")
+    as_reader = bool_arg(as_reader, "as_reader")
     sel = selector(scope, match=match, subject=subject, record_ids=record_ids,
-                   principal=principal)
+                   principal=principal, reader=as_reader)
     if sel.scope.is_unscoped and not force:
         raise AccessDenied(
             f"refusing to forget across the whole tenant {sel.scope.tenant!r}",
@@ -116,7 +121,8 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         counts["scratch"] = 0
         if scratch_too and layers.scratch.transactional:
             # the database's scratch table: inside this transaction (a nested savepoint)
-            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match, dry_run=dry_run)
+            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match, dry_run=dry_run,
+                                                    exact=sel.reader)
     notes: list[str] = []
     if kept:
         notes.append(_kept_note(sel.scope, kept))
@@ -126,11 +132,12 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         shown = ", ".join(f"#{n}" for n in unmatched[:20]) + (" ..." if len(unmatched) > 20
                                                                else "")
         notes.append(f"record_ids {shown} (of {len(sel.refs)}) matched nothing this scope "
-                     f"owns{' and may read' if sel.principal else ''}: a fact:ID names a "
+                     f"owns{' and may read' if sel.principal or sel.reader else ''}: a fact:ID names a "
                      "fact, an episode:ID an episode, checkpoint:TASK@N a checkpoint version")
     if scratch_too and not layers.scratch.transactional:
         try:  # another store (Redis): after the commit, and reported if it fails
-            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match, dry_run=dry_run)
+            counts["scratch"] = layers.scratch.forget(sel.scope, sel.match, dry_run=dry_run,
+                                                    exact=sel.reader)
         except MemstrataError as exc:
             notes.append(f"the records are forgotten, but the scratch store failed: {exc}; "
                          "run the forget again")

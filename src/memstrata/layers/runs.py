@@ -2,7 +2,8 @@
 
 Contract:
 - ``start(scope, run_id, task)`` records a run once (idempotent for the same id);
-  ``end(scope, run_id)`` records its end. A run's scratchpad is discarded by
+  ``end(scope, run_id)`` records its end. A run id names a run of one scope: another
+  scope's run of the same id is another run, with its own scratchpad. A run's scratchpad is discarded by
   :class:`memstrata.memory.Run` when it ends; its checkpoint and ledger entries stay.
 - The task name is screened like every identifier: one holding a secret is refused.
 - ``forget_rows`` deletes the runs of a scope (all of them, or those whose task contains a
@@ -46,14 +47,14 @@ class Runs:
             task = task_arg(task)
         with self._db.transaction(scope.tenant) as tx:
             tx.execute(f"INSERT INTO runs ({SCOPE_COLUMNS}, run_id, task, started_at) VALUES "
-                       "(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, run_id) DO NOTHING",
+                       "(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, scope_key, run_id) DO NOTHING",
                        (*scope_values(scope), run_id, task, self._clock.now()))
 
     def end(self, scope: Scope, run_id: str) -> None:
         """Record the end of the run."""
         with self._db.transaction(scope.tenant) as tx:
-            tx.execute("UPDATE runs SET ended_at = ? WHERE tenant = ? AND run_id = ?",
-                       (self._clock.now(), scope.tenant, run_id))
+            tx.execute("UPDATE runs SET ended_at = ? WHERE tenant = ? AND scope_key = ? AND "
+                       "run_id = ?", (self._clock.now(), scope.tenant, scope.key, run_id))
 
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
         """Delete (unless ``dry_run``) the scope's runs whose task contains ``sel.match``

@@ -34,7 +34,7 @@ from ..errors import ValidationError
 from ..governance.safety import identifier_arg, redact_secrets, redact_value
 from ..inputs import text_arg
 from ..models import Scope
-from ..scoping import SCOPE_COLUMNS, owned_sql, scope_values
+from ..scoping import SCOPE_COLUMNS, exact_sql, owned_sql, scope_values
 from ..store.base import Database, Row, ScratchStore
 from ..store.sql import contains_sql, like_param
 
@@ -103,7 +103,7 @@ class SQLScratchStore:
             tx.executemany(
                 f"INSERT INTO scratch ({SCOPE_COLUMNS}, run_id, key, value, written_at, "
                 "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant, run_id, key) DO UPDATE SET value = excluded.value, "
+                "ON CONFLICT (tenant, scope_key, run_id, key) DO UPDATE SET value = excluded.value, "
                 "written_at = excluded.written_at, expires_at = excluded.expires_at",
                 [(*scope_values(scope), run_id, key, value, now, expires_at)
                  for key, value in items],
@@ -153,8 +153,9 @@ class SQLScratchStore:
             return tx.execute("DELETE FROM scratch WHERE tenant = ? AND expires_at <= ?",
                               (tenant, now))
 
-    def forget(self, scope: Scope, match: str | None, *, dry_run: bool = False) -> int:
-        where, params = owned_sql(scope)
+    def forget(self, scope: Scope, match: str | None, *, dry_run: bool = False,
+               exact: bool = False) -> int:
+        where, params = exact_sql(scope) if exact else owned_sql(scope)
         if match is not None:
             where += f" AND ({contains_sql('r.value')} OR {contains_sql('r.key')})"
             params += [like_param(match), like_param(match)]

@@ -4,18 +4,25 @@ A :class:`Selector` is validated once (:func:`selector`) and handed to every lay
 ``forget_rows``, so each layer applies the same selection to its own table. A match is
 the contains rule of :mod:`memstrata.store.sql`: on a text column exact in SQL, on a JSON
 column a superset in SQL that :meth:`Selector.keeps` decides row by row.
+
+Whose rows: an operator's forget reaches every record its scope *owns*
+(:func:`~memstrata.scoping.owned_sql`: ``project=p`` owns every user's records in ``p``).
+A reader's forget (an agent's tool, the service) reaches only what its caller may read:
+the records of exactly its scope (it reads none of the narrower ones it owns), and of the
+restricted ones only those its principal is a reader of (none without a principal).
+:meth:`Selector.owned` and :meth:`Selector.readers` are that rule, for every layer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ValidationError
 from ..inputs import ids_arg, name_arg, text_arg
 from ..models import Scope, make_scope
-from ..scoping import owned_sql
+from ..scoping import exact_sql, owned_sql
 from ..store.base import Row, Tx
 from ..store.sql import (
     contains_sql,
@@ -43,6 +50,24 @@ class Selector:
     #: only when this principal is one of them (None: the operator's forget, every record
     #: the scope owns).
     principal: str | None = None
+    #: A reader's forget (see the module docstring): exactly the scope's records, and of
+    #: the restricted ones only those :attr:`principal` reads.
+    reader: bool = False
+
+    def owned(self) -> tuple[str, list[Any]]:
+        """The WHERE fragment (alias ``r``) of the rows this forget may reach by scope: the
+        scope's own rows for a reader, every row the scope owns for an operator."""
+        return exact_sql(self.scope) if self.reader else owned_sql(self.scope)
+
+    def readers(self, clause: Callable[[str], str]) -> tuple[str, list[Any]]:
+        """The fragment (`` AND ...``, alias ``r``) a layer with a ``readers`` column adds:
+        a principal's forget reaches the restricted rows it reads (``clause``: the engine's
+        readers test, one parameter), a reader without one none, an operator every one."""
+        if self.principal is not None:
+            return f" AND {clause('r.readers')}", [self.principal]
+        if self.reader:
+            return " AND r.readers IS NULL", []
+        return "", []
 
     @property
     def ids(self) -> list[str] | None:
@@ -67,8 +92,7 @@ class Selector:
         selects) and, with a match, whose ``text_columns`` contain it (case-insensitive)
         or whose ``json_columns`` may (a superset: :meth:`keeps` decides each row); the
         layer adds ids/subject."""
-        where, params = owned_sql(self.scope) if among is None else (among[0],
-                                                                      list(among[1]))
+        where, params = self.owned() if among is None else (among[0], list(among[1]))
         if self.match is not None:
             tests = [*(contains_sql(f"r.{c}") for c in text_columns),
                      *(json_contains_sql(f"r.{c}") for c in json_columns)]
@@ -119,19 +143,20 @@ def narrowed(sel: Selector, layer: str,
     return f"{base[0]} AND r.id IN ({marks(ids)})", [*base[1], *ids]
 
 
-def read_not_owned(scope: Scope, read: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
-    """The rows a layer's read filter ``read`` admits for ``scope`` that the scope does not
-    own (alias ``r``): records of a broader scope it sees (a user-wide one seen from a
-    project), which its forget does not reach."""
-    owned, params = owned_sql(scope)
+def read_not_owned(sel: Selector, read: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
+    """The rows a layer's read filter ``read`` admits for the selection's scope that its
+    forget does not reach (:meth:`Selector.owned`; alias ``r``): records of a broader scope
+    it sees (a user-wide one seen from a project)."""
+    owned, params = sel.owned()
     # a NULL scope column makes the owned test NULL, not false: COALESCE reads it as no
     return f"{read[0]} AND NOT COALESCE(({owned}), FALSE)", [*read[1], *params]
 
 
 def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any = None,
              record_ids: Sequence[str] | None = None,
-             principal: str | None = None) -> Selector:
-    """A validated :class:`Selector` (ValidationError for bad input)."""
+             principal: str | None = None, reader: bool = False) -> Selector:
+    """A validated :class:`Selector` (ValidationError for bad input); ``reader``: a
+    reader's forget (see the module docstring)."""
     sc = make_scope(scope)
     if principal is not None:
         principal = name_arg(principal, "principal")
@@ -146,7 +171,7 @@ def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any =
     if ids is not None:  # each id with the layer its reference names (ids_arg checked)
         refs = tuple((str(r).partition(":")[0] if ":" in str(r) else None, i)
                      for r, i in zip(record_ids or (), ids, strict=True))
-    return Selector(sc, match, subject, refs, principal)
+    return Selector(sc, match, subject, refs, principal, reader)
 
 
 __all__ = ["Selector", "narrowed", "read_not_owned", "selector"]

@@ -179,9 +179,11 @@ class ScratchStore(Protocol):
         it inside the caller's open transaction, so retention sweeps a tenant all at once)."""
         ...
 
-    def forget(self, scope: Scope, match: str | None, *, dry_run: bool = False) -> int:
-        """Delete (unless ``dry_run``: count) entries owned by ``scope`` (whose key or value
-        contains ``match``)."""
+    def forget(self, scope: Scope, match: str | None, *, dry_run: bool = False,
+               exact: bool = False) -> int:
+        """Delete (unless ``dry_run``: count) entries owned by ``scope`` (with ``exact``:
+        those of exactly ``scope``, a reader's forget) whose key or value contains
+        ``match``."""
         ...
 
     def close(self) -> None: ...

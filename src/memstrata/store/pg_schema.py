@@ -523,6 +523,17 @@ def m013_checkpoint_vectors(conn: psycopg.Connection[Any], app_role: str | None)
                  "FOR EACH ROW EXECUTE FUNCTION memstrata_drop_checkpoint_vector()")
 
 
+@migration
+def m014_runs_per_scope(conn: psycopg.Connection[Any], app_role: str | None) -> None:
+    """A run id names a run of one scope (SQLite's m011): two users who pick the same run id
+    get two runs and two scratchpads."""
+    del app_role
+    conn.execute("ALTER TABLE runs DROP CONSTRAINT runs_pkey, "
+                 "ADD PRIMARY KEY (tenant, scope_key, run_id)")
+    conn.execute("ALTER TABLE scratch DROP CONSTRAINT scratch_pkey, "
+                 "ADD PRIMARY KEY (tenant, scope_key, run_id, key)")
+
+
 def _tenant_policy(conn: psycopg.Connection[Any], table: str, *, force: bool) -> None:
     """ENABLE (and FORCE) row-level security on ``table`` with the tenant policy."""
     tenant = sql.SQL("tenant = current_setting({}, true)").format(sql.Literal(TENANT_SETTING))

@@ -172,13 +172,15 @@ class RedisScratchStore:
         return self._unlink([name for name, entry in self._entries(pattern)
                              if entry["e"] <= cut])
 
-    def forget(self, scope: Scope, match: str | None, *, dry_run: bool = False) -> int:
-        """Delete (unless ``dry_run``: count) entries owned by ``scope`` whose key or value
-        contains ``match`` (:func:`~memstrata.store.sql.text_contains`)."""
+    def forget(self, scope: Scope, match: str | None, *, dry_run: bool = False,
+               exact: bool = False) -> int:
+        """Delete (unless ``dry_run``: count) entries owned by ``scope`` (with ``exact``:
+        of exactly ``scope``) whose key or value contains ``match``
+        (:func:`~memstrata.store.sql.text_contains`)."""
         tenant_prefix = f"{self._ns}:{_part(scope.tenant)}:"
         doomed: list[bytes] = []
         for name, entry in self._entries(_glob(tenant_prefix) + "*"):
-            if any(want is not None and entry[field] != want for field, want in
+            if any((exact or want is not None) and entry[field] != want for field, want in
                    (("u", scope.user), ("p", scope.project), ("a", scope.agent))):
                 continue
             if match is not None:

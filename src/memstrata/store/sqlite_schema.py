@@ -202,10 +202,15 @@ def m002_tenants(conn: sqlite3.Connection) -> None:
     for table in RECORD_TABLES:
         conn.execute(f"INSERT OR IGNORE INTO tenants (tenant, registered_at) SELECT DISTINCT "
                      f"tenant, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') FROM {table}")
-        conn.execute(
-            f"CREATE TRIGGER {table}_register_tenant AFTER INSERT ON {table} BEGIN "
-            "INSERT OR IGNORE INTO tenants (tenant, registered_at) VALUES "
-            "(new.tenant, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')); END")
+        _register_tenant_trigger(conn, table)
+
+
+def _register_tenant_trigger(conn: sqlite3.Connection, table: str) -> None:
+    """The trigger that registers the tenant of every row inserted into ``table``."""
+    conn.execute(
+        f"CREATE TRIGGER {table}_register_tenant AFTER INSERT ON {table} BEGIN "
+        "INSERT OR IGNORE INTO tenants (tenant, registered_at) VALUES "
+        "(new.tenant, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')); END")
 
 
 @migration
@@ -300,6 +305,29 @@ def m010_fts_rewrites(conn: sqlite3.Connection) -> None:
     counts, topped up by rowid, cannot see such a change
     (:meth:`memstrata.store.sqlite_search.TextSearch._watch`)."""
     conn.execute("CREATE TABLE fts_rewrites (tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+
+
+@migration
+def m011_runs_per_scope(conn: sqlite3.Connection) -> None:
+    """A run id names a run of one scope, as a Redis scratchpad's keys always did: two users
+    who pick the same run id get two runs and two scratchpads (before, the second one's
+    write replaced the first one's value, and its end ended the other's run). SQLite cannot
+    change a primary key: the two tables are built again, rows, index and trigger kept."""
+    for table, key, columns, index in (
+            ("runs", "run_id",
+             "run_id TEXT NOT NULL, task TEXT, started_at TEXT NOT NULL, ended_at TEXT", None),
+            ("scratch", "run_id, key",
+             "run_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
+             "written_at TEXT NOT NULL, expires_at TEXT NOT NULL",
+             "CREATE INDEX scratch_expiry ON scratch (expires_at)")):
+        conn.execute(f"CREATE TABLE {table}_m011 ({_SCOPE_COLS}, {columns}, "
+                     f"PRIMARY KEY (tenant, scope_key, {key}))")
+        conn.execute(f"INSERT INTO {table}_m011 SELECT * FROM {table}")
+        conn.execute(f"DROP TABLE {table}")
+        conn.execute(f"ALTER TABLE {table}_m011 RENAME TO {table}")
+        if index is not None:
+            conn.execute(index)
+        _register_tenant_trigger(conn, table)
 
 
 def apply_pending(conn: sqlite3.Connection, when: str) -> list[str]:

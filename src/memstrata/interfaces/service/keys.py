@@ -20,6 +20,10 @@ Contract:
   narrowed by the request's ``X-Memstrata-User``/``-Project``/``-Agent`` headers only
   within the key's lists; a name outside them, or another tenant, is refused
   (:class:`~memstrata.errors.AccessDenied`).
+- A key bound to users, projects or agents manages keys only within them
+  (:meth:`ApiKey.reaches`, :meth:`ApiKey.check_mint`): an admin key of alice creates keys
+  bound to alice (reading as alice or as its own principal), and lists and revokes only
+  those; another key is not found for it. An unbound admin key manages the tenant's.
 - Revoking is immediate (the next request is refused) and kept: a revoked key's row stays,
   with ``revoked_at``, so ``keys list`` shows what existed.
 """
@@ -139,6 +143,43 @@ class ApiKey(BaseModel):
         except ValueError as exc:
             raise ValidationError(f"bad scope header: {exc}",
                                   hint="names use letters, digits and . @ : + - / _") from None
+
+    @property
+    def bound(self) -> bool:
+        """Whether the key is bound to some users, projects or agents."""
+        return any(v is not None for v in (self.users, self.projects, self.agents))
+
+    def _within(self, users: Sequence[str] | None, projects: Sequence[str] | None,
+                agents: Sequence[str] | None) -> str | None:
+        """The first of this key's lists that a key bound to these would leave (None: every
+        one of them holds it)."""
+        for field, mine, theirs in (("users", self.users, users),
+                                    ("projects", self.projects, projects),
+                                    ("agents", self.agents, agents)):
+            if mine is not None and (theirs is None or not set(theirs) <= set(mine)):
+                return field
+        return None
+
+    def reaches(self, other: ApiKey) -> bool:
+        """Whether this key may see and revoke ``other``: it acts only where this one may."""
+        return other.tenant == self.tenant and self._within(
+            other.users, other.projects, other.agents) is None
+
+    def check_mint(self, users: Sequence[str] | None, projects: Sequence[str] | None,
+                   agents: Sequence[str] | None, principal: str | None) -> None:
+        """AccessDenied unless a key with these bounds and principal acts only where this
+        key may and reads only as it does (a bound key gives no other principal)."""
+        field = self._within(users, projects, agents)
+        if field is not None:
+            allowed = getattr(self, field)
+            raise AccessDenied(f"this key may create keys only for its own {field}",
+                               hint=f"pass {field} within: {', '.join(allowed)}")
+        if self.bound and principal is not None and principal != self.principal:
+            raise AccessDenied("this key may not create a key that reads as another "
+                               "principal",
+                               hint="leave the principal out (the key reads as its user)"
+                                    + (f" or pass {self.principal!r}" if self.principal
+                                       else ""))
 
     def summary(self) -> dict[str, Any]:
         """What ``keys list`` shows (JSON-able)."""

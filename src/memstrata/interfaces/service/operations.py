@@ -24,7 +24,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ...arguments import ToolArgs
-from ...errors import ValidationError
+from ...errors import NotFound, ValidationError
 from ...models import Fact, Scope
 from ..tools import TOOLS, TOOLS_BY_NAME, ToolDispatcher, forget_result, write_receipt
 from . import requests as rq
@@ -220,7 +220,7 @@ def _forget_preview(c: Call, a: rq.ForgetPreviewArgs) -> dict[str, Any]:
     # what the forget itself would reach (the tool's rule: the key's principal, else the
     # scope's user)
     report = c.mem.forget(c.scope, match=a.match, subject=a.subject, record_ids=a.record_ids,
-                          dry_run=True, principal=c.principal or c.scope.user)
+                          dry_run=True, principal=c.principal or c.scope.user, as_reader=True)
     return forget_result(report)
 
 
@@ -241,10 +241,11 @@ def _export(c: Call, a: rq.ExportArgs) -> dict[str, Any]:
 
 
 def _keys_list(c: Call, a: rq.ListKeysArgs) -> dict[str, Any]:
-    return {"keys": [k.summary() for k in c.keys.list(c.key.tenant)]}
+    return {"keys": [k.summary() for k in c.keys.list(c.key.tenant) if c.key.reaches(k)]}
 
 
 def _keys_create(c: Call, a: rq.CreateKeyArgs) -> dict[str, Any]:
+    c.key.check_mint(a.users, a.projects, a.agents, a.principal)
     key, token = c.keys.create(c.key.tenant, role=a.role, users=a.users, projects=a.projects,
                                agents=a.agents, principal=a.principal, actor=a.actor,
                                label=a.label, rate_per_minute=a.rate_per_minute)
@@ -253,6 +254,11 @@ def _keys_create(c: Call, a: rq.CreateKeyArgs) -> dict[str, Any]:
 
 
 def _keys_revoke(c: Call, a: rq.RevokeKeyArgs) -> dict[str, Any]:
+    if c.key.bound:  # a key it may not see is not found (as one that does not exist)
+        found = c.keys.get(c.key.tenant, a.key_id.lower()) if a.key_id.isalnum() else None
+        if found is not None and not c.key.reaches(found):
+            raise NotFound(f"no key {a.key_id.lower()!r} in tenant {c.key.tenant!r}",
+                           hint="`memstrata keys list` shows the keys")
     return {"key": c.keys.revoke(c.key.tenant, a.key_id).summary()}
 
 
