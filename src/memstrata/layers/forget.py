@@ -131,9 +131,10 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         # by position: an id the caller may not see is never echoed into an answer
         shown = ", ".join(f"#{n}" for n in unmatched[:20]) + (" ..." if len(unmatched) > 20
                                                                else "")
+        reads = " and may read" if sel.principal or sel.reader else ""
         notes.append(f"record_ids {shown} (of {len(sel.refs)}) matched nothing this scope "
-                     f"owns{' and may read' if sel.principal or sel.reader else ''}: a fact:ID names a "
-                     "fact, an episode:ID an episode, checkpoint:TASK@N a checkpoint version")
+                     f"owns{reads}: a fact:ID names a fact, an episode:ID an episode, "
+                     "checkpoint:TASK@N a checkpoint version")
     if scratch_too and not layers.scratch.transactional:
         try:  # another store (Redis): after the commit, and reported if it fails
             counts["scratch"] = layers.scratch.forget(sel.scope, sel.match, dry_run=dry_run,

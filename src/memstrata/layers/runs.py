@@ -3,8 +3,9 @@
 Contract:
 - ``start(scope, run_id, task)`` records a run once (idempotent for the same id);
   ``end(scope, run_id)`` records its end. A run id names a run of one scope: another
-  scope's run of the same id is another run, with its own scratchpad. A run's scratchpad is discarded by
-  :class:`memstrata.memory.Run` when it ends; its checkpoint and ledger entries stay.
+  scope's run of the same id is another run, with its own scratchpad. A run's scratchpad
+  is discarded by :class:`memstrata.memory.Run` when it ends; its checkpoint and ledger
+  entries stay.
 - The task name is screened like every identifier: one holding a secret is refused.
 - ``forget_rows`` deletes the runs of a scope (all of them, or those whose task contains a
   ``match``), so a forgotten task name does not survive in the run log.
@@ -47,7 +48,8 @@ class Runs:
             task = task_arg(task)
         with self._db.transaction(scope.tenant) as tx:
             tx.execute(f"INSERT INTO runs ({SCOPE_COLUMNS}, run_id, task, started_at) VALUES "
-                       "(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, scope_key, run_id) DO NOTHING",
+                       "(?, ?, ?, ?, ?, ?, ?, ?) "
+                       "ON CONFLICT (tenant, scope_key, run_id) DO NOTHING",
                        (*scope_values(scope), run_id, task, self._clock.now()))
 
     def end(self, scope: Scope, run_id: str) -> None:

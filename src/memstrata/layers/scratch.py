@@ -103,8 +103,9 @@ class SQLScratchStore:
             tx.executemany(
                 f"INSERT INTO scratch ({SCOPE_COLUMNS}, run_id, key, value, written_at, "
                 "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant, scope_key, run_id, key) DO UPDATE SET value = excluded.value, "
-                "written_at = excluded.written_at, expires_at = excluded.expires_at",
+                "ON CONFLICT (tenant, scope_key, run_id, key) DO UPDATE SET "
+                "value = excluded.value, written_at = excluded.written_at, "
+                "expires_at = excluded.expires_at",
                 [(*scope_values(scope), run_id, key, value, now, expires_at)
                  for key, value in items],
             )
