@@ -88,6 +88,8 @@ class RecallArgs(ToolArgs):
         None, description="Restrict to these layers. Default: the decision's layers (facts "
                           "and episodes); 'handoffs' searches earlier checkpoint versions and "
                           "closed tasks.")
+    since: str | None = Field(None, description="Only items dated on/after this ISO date.")
+    until: str | None = Field(None, description="Only items dated on/before this ISO date.")
 
 
 #: Whose words a tool write carries (see :func:`memstrata.interfaces.tools.write_actor`).

@@ -282,18 +282,20 @@ class Memory:
     def forget(self, scope: Scope | dict[str, Any], match: str | None = None, *,
                subject: str | None = None, record_ids: Sequence[str] | None = None,
                force: bool = False, dry_run: bool = False,
-               principal: str | None = None, as_reader: bool = False) -> ForgetReport:
+               principal: str | None = None, as_reader: bool = False,
+               actor: str | None = None) -> ForgetReport:
         """Delete for real, everywhere the content lives; returns counts per layer.
         ``principal``: forget only the restricted facts and episodes it may read (None:
         every record the scope owns). ``as_reader`` (an agent's forget): only what the
-        caller may read, the records of exactly its scope (see
+        caller may read, the records of exactly its scope. ``actor``: who forgets (a
+        program, such as ``agent``, forgets no identity fact: see
         :func:`memstrata.layers.forget.forget`)."""
         targets = ForgetTargets(self.facts, self.episodes, self.checkpoints, self.ledger,
                                 self.procedures, self.runs, self._feedback, self.scratch_store,
                                 self.index.vectors)
         return _forget(self.db, targets, scope, match=match, subject=subject,
                        record_ids=record_ids, force=force, dry_run=dry_run,
-                       principal=principal, as_reader=as_reader)
+                       principal=principal, as_reader=as_reader, actor=actor)
 
     def sweep(self) -> dict[str, int]:
         """Retention: expire scratch by TTL, facts and episodes by ``expires_at``."""

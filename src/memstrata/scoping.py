@@ -61,6 +61,14 @@ def exact_sql(scope: Scope, alias: str = "r") -> tuple[str, list[Any]]:
     return f"{p}tenant = ? AND {p}scope_key = ?", [scope.tenant, scope.key]
 
 
+def shared_beyond(record: Scope, caller: Scope) -> bool:
+    """Whether a record that applies to ``caller`` applies beyond it too: a field the
+    caller's scope sets is open in the record's (a project-wide fact seen by one user of the
+    project). Such a record is shared with scopes the caller does not own."""
+    return any(getattr(caller, attr) is not None and getattr(record, attr) is None
+               for _, attr in _FIELDS)
+
+
 def scope_values(scope: Scope) -> list[Any]:
     """Values for the leading columns (tenant, s_user, s_project, s_agent, scope_key)."""
     return [scope.tenant, scope.user, scope.project, scope.agent, scope.key]

@@ -26,6 +26,7 @@ from memstrata import (
     NotFound,
     PolicyRejected,
     Scope,
+    ToolDispatcher,
     ValidationError,
 )
 from memstrata.cli import cli
@@ -53,6 +54,31 @@ def alice_fact(mem: Memory, claim: str = "Prefers async standup updates") -> str
 
 
 # -- 1. by-id access applies the caller's scope and readers ---------------------------------
+
+def test_feedback_on_a_shared_fact_is_recorded_and_changes_nothing(mem: Memory) -> None:
+    """A project-wide fact seen by alice's agent: her contradictions (the API, the agent
+    tool) are recorded but neither demote nor retire it, since others rely on it (before:
+    three retired it for every user of the project, though retiring needs a reviewer); the
+    project's own scope and the operator still have the effect."""
+    project = Scope(project="p")
+    mine = Scope(user="alice", project="p")
+    fid = mem.facts.propose(project, claim="The deploy window is Tuesday", kind="decision",
+                            subject="deploy", attribute="window", actor="user",
+                            source="chat:1").record.id
+    def score() -> float:
+        hits = [h for h in mem.recall(project, "deploy window").items if h.ref == f"fact:{fid}"]
+        return hits[0].score
+
+    before = score()
+    agent = ToolDispatcher(mem, mine)
+    for _ in range(3):
+        assert mem.feedback(f"fact:{fid}", "contradicted", scope=mine)["action"] == "recorded"
+        assert agent.dispatch("feedback", {"ref": f"fact:{fid}", "signal": "contradicted"}
+                              )["action"] == "recorded"
+    assert mem.facts.get(fid, project).status == "active" and score() == before
+    assert [h.ref for h in mem.recall(mine, "deploy window").items][:1] == [f"fact:{fid}"]
+    assert mem.feedback(f"fact:{fid}", "contradicted", scope=project)["action"] == "retired"
+
 
 def test_feedback_from_another_user_never_retires_a_fact(mem: Memory, store: StoreProbe) -> None:
     fid = alice_fact(mem)

@@ -82,6 +82,51 @@ def test_identity_waits_for_a_person_and_approval_supersedes(mem: Memory, alice:
         mem.review.approve(nxt.record.id, reviewer="bob")
 
 
+def _approved_identity(mem: Memory, alice: Scope) -> str:
+    res = mem.facts.propose(alice, claim="Alice works at Initech", **dict(
+        FACT, kind="profile", attribute="employer", tier="identity"))
+    assert res.record is not None
+    mem.review.approve(res.record.id, by="bob")
+    return res.record.id
+
+
+def test_only_a_person_changes_an_identity_fact(mem: Memory, alice: Scope) -> None:
+    """Who someone is changes only when a person says so (before, each of these changed an
+    approved identity fact with no person involved): a plain claim for its slot, even the
+    user's (a user-mode MCP server writes as the user), waits for review; an approval by
+    a program's name is refused; feedback, an agent's retire and an agent's forget leave
+    it (the forget reports it kept); a person's approval, retire and forget still act."""
+    from memstrata import AccessDenied, ToolDispatcher
+
+    fid = _approved_identity(mem, alice)
+    plain = dict(FACT, kind="profile", attribute="employer")
+    for actor, firm in (("user", "Globex"), ("agent", "Hooli")):
+        res = mem.facts.propose(alice, claim=f"Alice works at {firm}", **{**plain,
+                                                                         "actor": actor})
+        assert res.status == "pending" and res.record is not None, res
+        for machine in ("agent", "tool", "System", "agent:claude"):
+            with pytest.raises(AccessDenied):
+                mem.review.approve(res.record.id, by=machine)
+    assert [f.id for f in mem.facts.current(alice)] == [fid]
+    for _ in range(3):
+        assert mem.feedback(f"fact:{fid}", "contradicted", scope=alice)["action"] == "recorded"
+    agent = ToolDispatcher(mem, alice)
+    refused = agent.dispatch("retire_fact", {"ref": f"fact:{fid}", "reason": "moved on"})
+    assert refused["type"] == "AccessDenied" and refused["hint"]
+    with pytest.raises(AccessDenied):
+        mem.facts.retire(fid, reason="moved on", scope=alice, actor="tool")
+    kept = agent.dispatch("forget", {"match": "initech"})
+    assert kept["counts"]["facts"] == 0 and kept["kept"] == [f"fact:{fid}"]
+    assert any("identity" in n for n in kept["notes"])
+    assert mem.facts.get(fid, alice).status == "active"
+    pending = [f for f in mem.review.pending(alice) if "Globex" in f.claim]
+    done = mem.review.approve(pending[0].id, by="carol")
+    assert done.status == "superseding" and done.superseded is not None
+    assert done.superseded.id == fid
+    person = ToolDispatcher(mem, alice, actor="user")
+    assert person.dispatch("forget", {"match": "globex"})["counts"]["facts"] >= 1
+
+
 def test_reject_and_edit_and_approve(mem: Memory, alice: Scope) -> None:
     ident = dict(FACT, kind="profile", attribute="team", tier="identity")
     a = mem.facts.propose(alice, claim="Alice works in team Blu", **ident)

@@ -112,6 +112,15 @@ def test_case_and_spacing_of_keys_and_labels_keep_items_apart(mem: Memory) -> No
                                            "key"), (("alice", "Notes"), "key"),
                                           (("alice", "notes"), "k  ey")]]
     assert [g.value["v"] if g else None for g in got] == [1, 2, 3, 4]
+    # a scope name is stored stripped: a user named with spaces around it would be alice
+    # (before, ("alice ", ...) wrote into alice's memory); it is refused, and nothing read
+    for spaced in ("alice ", " alice", "alice\t"):
+        with pytest.raises(ValidationError) as err:
+            store.put((spaced, "notes"), "key", {"v": 5})
+        assert err.value.hint and "'alice'" in err.value.hint
+        with pytest.raises(ValidationError):
+            store.search((spaced,))
+    assert store.get(("alice", "notes"), "key").value["v"] == 2  # type: ignore[union-attr]
 
 
 def test_semantic_search_ranks_with_the_gate_on_one_scale(vmem: Memory) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import unicodedata
 from typing import Any
@@ -281,6 +282,45 @@ def test_search_history_keeps_its_filters_on_the_shared_ranker(vmem: Memory) -> 
     assert vmem.episodes.search(ALICE, "nightly build lockfile compiler", k=5,
                                 until="2000-01-01") == []
     assert vmem.episodes.search(Scope(user="bob"), "nightly build lockfile compiler") == []
+
+
+def test_recall_takes_the_dates_search_history_takes_on_every_interface(
+        vmem: Memory, store_url: str) -> None:
+    """The same dated request through ``search_history`` and ``recall`` (the API, the agent
+    tool and the CLI) returns the same order (before, the ``recall`` tool refused
+    ``since``/``until`` and the CLI had no ``--since``)."""
+    from click.testing import CliRunner
+
+    from memstrata import ToolDispatcher
+    from memstrata.cli import cli
+    lines = ("The billing service deploy failed at the migration step",
+             "Retried the billing service deploy with the migration fixed",
+             "The billing service deploy went out and checkout is green",
+             "Billing service deploys move to Tuesdays")
+    refs = []
+    for n, text in enumerate(lines):
+        vmem.clock.advance(days=1)  # type: ignore[attr-defined]
+        refs.append(vmem.episodes.append(ALICE, text=text, actor="user",
+                                         source=f"chat:d{n}").ref)
+    query = "billing service deploy"
+    since = vmem.episodes.get(refs[2].removeprefix("episode:")).observed_at.isoformat()
+    searched = [h.ref for h in vmem.episodes.search(ALICE, query, k=5, since=since)]
+    assert set(searched) == set(refs[2:])
+    with ToolDispatcher(vmem, ALICE) as tools:
+        by_tool = tools.dispatch("recall", {"query": query, "k": 5, "since": since,
+                                            "layers": ["episodes"], "budget_tokens": 8000})
+        history = tools.dispatch("search_history", {"query": query, "k": 5, "since": since})
+    assert [h["ref"] for h in by_tool["items"]] == searched
+    assert [h["ref"] for h in history["hits"]] == searched
+    before = vmem.recall(ALICE, query, layers=["episodes"], k=5, budget_tokens=10_000,
+                         until=since).refs
+    assert before and set(before) <= set(refs[:3])
+    out = CliRunner().invoke(cli, ["recall", query, "-k", "5", "--layer", "episodes",
+                                   "--budget-tokens", "8000", "--since", since, "--json",
+                                   "--url", store_url, "--user", "alice",
+                                   "--project", "docs-site"])
+    assert out.exit_code == 0, out.output
+    assert {h["ref"] for h in json.loads(out.output)["items"]} == set(refs[2:])
 
 
 def test_an_episodes_layer_without_the_gate_refuses_to_search(mem: Memory) -> None:

@@ -73,6 +73,34 @@ def test_a_later_turn_makes_an_earlier_one_findable(mem: Memory, clock: ManualCl
     assert f"episode:{other.id}" not in lexical_matches(mem, ALICE, "quokkafest")
 
 
+@pytest.mark.parametrize("answered_by", ["user", "agent"])
+def test_who_wrote_the_later_turn_does_not_decide_if_the_earlier_is_found(
+        vmem: Memory, clock: ManualClock, answered_by: str) -> None:
+    """With MiniLM vectors, a vague question is found through the answer after it, whoever
+    wrote the answer (before, the question stood beside an agent's answer and fell below
+    the share of a user's, whose authority raised the best score: found in 7 of 10 such
+    pairs on SQLite and 1 of 10 on PostgreSQL)."""
+    pairs = [("any idea why it broke?",
+              "The gannet cron job broke because the timezone database is outdated.",
+              "gannet cron timezone database"),
+             ("hey, why is it so slow today?",
+              "The pelican API is slow because the Redis cache was evicted after the failover.",
+              "pelican API redis cache evicted"),
+             ("is that fixed yet?",
+              "The heron login loop is fixed: the session cookie had the wrong SameSite flag.",
+              "heron login session cookie SameSite")]
+    for n, (question, answer, query) in enumerate(pairs):
+        scope = Scope(user="ivan", project=f"p{n}")
+        when = clock.now()
+        asked, _ = vmem.episodes.append_many([
+            {"scope": scope, "text": question, "actor": "user", "source": f"c{n}/t1",
+             "thread": f"c{n}", "observed_at": when},
+            {"scope": scope, "text": answer, "actor": answered_by, "source": f"c{n}/t2",
+             "thread": f"c{n}", "observed_at": when + timedelta(minutes=1)}])
+        assert asked.ref in [h.ref for h in vmem.episodes.search(scope, query, k=5)], query
+        assert asked.ref in vmem.recall(scope, query, layers=["episodes"], k=5).refs, query
+
+
 def test_without_vectors_a_turn_is_still_found_through_its_thread(
         mem: Memory, clock: ManualClock) -> None:
     # lexical-only ranking: the turn holds one word of the question (too little on its own),

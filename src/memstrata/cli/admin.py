@@ -231,12 +231,14 @@ def ledger_show(as_json: bool, key: str) -> None:
               type=click.Choice(["facts", "episodes", "handoffs"]),
               help="Read only these layers (repeat). handoffs: earlier checkpoint versions and "
                    "closed tasks, searched only when asked for.")
+@click.option("--since", default=None, help="Only items dated on/after this date.")
+@click.option("--until", default=None, help="Only items dated on/before this date.")
 def recall(as_json: bool, need: str, decision: str, k: int, budget_tokens: int,
-           layers: tuple[str, ...]) -> None:
+           layers: tuple[str, ...], since: str | None, until: str | None) -> None:
     """The retrieval gate: filtered, ranked references; may return nothing."""
     mem = open_memory()
     res = mem.recall(current_scope(), need, decision=decision, k=k, budget_tokens=budget_tokens,
-                     layers=list(layers) or None)
+                     layers=list(layers) or None, since=since, until=until)
     if as_json:
         emit_json(res)
         return

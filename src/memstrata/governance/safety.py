@@ -45,6 +45,31 @@ def refuse_secret(text: str, field: str) -> str:
     return text
 
 
+#: Actor names that are a program, never a person: none of them approves a fact, activates
+#: a procedure or changes who someone is (an identity fact).
+MACHINE_ACTORS = frozenset({"agent", "tool", "system", "import"})
+
+
+def is_machine(name: str | None) -> bool:
+    """Whether ``name`` is a program's (:data:`MACHINE_ACTORS`, alone or before a ``:``,
+    any case), not a person's."""
+    return name is not None and name.strip().lower().partition(":")[0] in MACHINE_ACTORS
+
+
+def person_arg(value: Any, field: str, *, act: str, max_len: int = 128) -> str:
+    """The name of the person who does something only a person does: an identifier (no
+    secret in it: :func:`identifier_arg`), never a program's actor name
+    (:func:`is_machine`: AccessDenied saying ``act``)."""
+    from ..errors import AccessDenied, ValidationError
+
+    if value is None:
+        raise ValidationError(f"{field}= must name the person", hint=f"pass {field}='alice'")
+    who = identifier_arg(value, field, max_len=max_len)
+    if is_machine(who):
+        raise AccessDenied(f"{field}={who!r}: {act}", hint=f"pass {field}=<the person's name>")
+    return who
+
+
 def screened_arg(value: Any, field: str, *, max_len: int) -> str:
     """A stored free-text argument (reasons, notes, outcomes, labels): the text rules of
     :func:`memstrata.inputs.text_arg`, then its secrets redacted."""

@@ -322,6 +322,13 @@ class MemstrataStore(BaseStore):
                 labels.append(label)
             else:
                 fields[key] = label
+        for key in filter(None, self.scope_keys):
+            name = fields.get(key)
+            if isinstance(name, str) and name != name.strip():
+                # a scope name is stored stripped: ("alice ",) would read and write alice's
+                raise NamespaceError(
+                    f"namespace {namespace!r}: the {key} {name!r} has spaces around it",
+                    hint=f"name the {key} without them: {name.strip()!r}")
         try:
             return Scope(**fields), tuple(labels)
         except Exception as exc:  # pydantic: a label that is no valid scope name

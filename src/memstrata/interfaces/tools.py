@@ -201,7 +201,8 @@ def _search_history(d: ToolDispatcher, a: SearchHistoryArgs) -> dict[str, Any]:
 
 def _recall(d: ToolDispatcher, a: RecallArgs) -> dict[str, Any]:
     res = d.mem.recall(d.scope, a.query, decision=a.decision, layers=a.layers, k=a.k,
-                       budget_tokens=a.budget_tokens, principal=d.principal)
+                       budget_tokens=a.budget_tokens, principal=d.principal, since=a.since,
+                       until=a.until)
     return {"query": res.query, "decision": res.decision, "items": [_hit(h) for h in res.items],
             "tokens": res.tokens, "considered": res.considered,
             "empty_reason": res.empty_reason}
@@ -268,7 +269,8 @@ def _list_facts(d: ToolDispatcher, a: ListFactsArgs) -> dict[str, Any]:
 
 
 def _retire_fact(d: ToolDispatcher, a: RetireFactArgs) -> dict[str, Any]:
-    fact = d.mem.facts.retire(a.ref, reason=a.reason, scope=d.scope, principal=d.principal)
+    fact = d.mem.facts.retire(a.ref, reason=a.reason, scope=d.scope, principal=d.principal,
+                              actor=d.actor)
     return {"retired": fact.ref, "status": fact.status}
 
 
@@ -336,7 +338,8 @@ def _forget(d: ToolDispatcher, a: ForgetArgs) -> dict[str, Any]:
     return forget_result(d.mem.forget(d.scope, match=a.match, subject=a.subject,
                                       record_ids=a.record_ids, force=False,
                                       dry_run=a.dry_run,
-                                      principal=d.principal or d.scope.user, as_reader=True))
+                                      principal=d.principal or d.scope.user, as_reader=True,
+                                      actor=d.actor))
 
 
 def forget_result(report: ForgetReport) -> dict[str, Any]:

@@ -49,9 +49,9 @@ from typing import Any
 
 from ..calls import checked_calls
 from ..clock import Clock
-from ..errors import Conflict, ValidationError
+from ..errors import AccessDenied, Conflict, ValidationError
 from ..governance.policy import Candidate, Verdict, WritePolicy, normalise_claim
-from ..governance.safety import screened_arg
+from ..governance.safety import is_machine, screened_arg
 from ..ids import new_id
 from ..inputs import date_arg, name_arg, record_id_arg
 from ..models import DEFAULT_CONFIDENCE, Fact, Scope, WriteResult, build, make_scope
@@ -82,6 +82,9 @@ DEDUP_MODES = ("policy", "slot", "off")
 #: Why a claim waits for review when its slot's current fact is hidden from its writer.
 HIDDEN_SLOT = ("held for review: this slot's current fact is restricted to other readers, so "
                "this write may not replace it; a reviewer who may read both decides")
+#: Why a write that would replace an identity fact waits.
+IDENTITY_SLOT = ("held for review: this slot's current fact is an identity fact, which only a "
+                 "person changes (memstrata review approve)")
 
 
 def _near_note(similar: Sequence[tuple[str, float]]) -> str:
@@ -188,6 +191,11 @@ class Facts(FactReads):
                                           "and confirmed it", detectors=list(verdict.detectors))
             near = [f"fact:{fid}" for fid, _ in similar]
             hint = _near_note(similar)
+            if active is not None and active["tier"] == "identity" and \
+                    verdict.action == "store":
+                # who someone is changes only when a person approves (whatever the new
+                # claim's tier or actor: a user-mode MCP server writes as the user)
+                verdict = dataclasses.replace(verdict, action="pending", reason=IDENTITY_SLOT)
             if verdict.action == "pending":
                 fact = self._insert(tx, cand, verdict, now, status="pending_review",
                                     vector=vector)
@@ -288,8 +296,11 @@ class Facts(FactReads):
         return None
 
     def retire(self, fact_id: str, *, reason: str, scope: Scope | dict[str, Any] | None = None,
-               principal: str | None = None, tenant: str | None = None) -> Fact:
-        """Take a fact out of the current set without replacing it; history keeps it."""
+               principal: str | None = None, tenant: str | None = None,
+               actor: str | None = None) -> Fact:
+        """Take a fact out of the current set without replacing it; history keeps it.
+        ``actor``: who retires it; a program's (``agent``, ``tool``...:
+        :func:`~memstrata.governance.safety.is_machine`) may not retire an identity fact."""
         fact_id = record_id_arg(fact_id, "fact")
         reason = screened_arg(reason, "reason", max_len=2000)
         tenant, sc = self.caller(scope, tenant)
@@ -299,6 +310,10 @@ class Facts(FactReads):
             if fact.status not in ("active", "pending_review"):
                 raise Conflict(f"fact {fact_id} is {fact.status}; only active or pending facts "
                                "can be retired")
+            if fact.tier == "identity" and is_machine(actor):
+                raise AccessDenied(f"fact {fact_id} is an identity fact: only a person retires "
+                                   "it; nothing changed",
+                                   hint="ask your user (memstrata review, or the inspector)")
             tx.execute("UPDATE facts SET status = 'retired', valid_to = ?, reason = ? "
                        "WHERE tenant = ? AND id = ?", (now, reason, tenant, fact.id))
             return self._read(tx, tenant, fact.id)
@@ -425,9 +440,11 @@ class Facts(FactReads):
     def apply_feedback(self, tx: Tx, fact: Fact, signal: str, *, contradictions: int,
                        now: datetime) -> str:
         """The effect of one feedback signal on ``fact``: useful confirms it, contradicted
-        demotes it and, after :data:`RETIRE_AFTER_CONTRADICTIONS`, retires an active fact.
-        Returns the action taken."""
+        demotes it and, after :data:`RETIRE_AFTER_CONTRADICTIONS`, retires an active fact;
+        none on an identity fact (only a person changes it). Returns the action taken."""
         tenant = fact.scope.tenant
+        if fact.tier == "identity":  # a signal, not a person's decision: it changes nothing
+            return "recorded"
         if signal == "useful":
             tx.execute("UPDATE facts SET feedback_score = feedback_score + 1, "
                        "last_confirmed_at = ? WHERE tenant = ? AND id = ?", (now, tenant, fact.id))
@@ -451,15 +468,40 @@ class Facts(FactReads):
             "expires_at <= ?", (tenant, now))
 
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
-        """Delete (unless ``dry_run``) the facts ``sel`` selects, every status; their
-        full-text entries and vectors go by trigger. Returns the ids."""
+        """Delete (unless ``dry_run``) the facts ``sel`` selects, every status (but identity
+        facts, for a program's forget: :meth:`kept_identity`); their full-text entries and
+        vectors go by trigger. Returns the ids."""
+        chosen = self._chosen(tx, sel)
+        if chosen is None:
+            return []
+        where, params = chosen
+        if sel.keep_identity:
+            where += " AND r.tier <> 'identity'"
+        ids = [r["id"] for r in tx.all(f"SELECT r.id AS id FROM facts r WHERE {where}", params)]
+        if ids and not dry_run:
+            tx.execute(f"DELETE FROM facts AS r WHERE {where}", params)
+        return ids
+
+    def kept_identity(self, tx: Tx, sel: Selector) -> builtins.list[str]:
+        """The identity facts a program's forget (``sel.keep_identity``) selects and leaves:
+        only a person changes who someone is."""
+        chosen = self._chosen(tx, sel) if sel.keep_identity else None
+        if chosen is None:
+            return []
+        where, params = chosen
+        return [r["id"] for r in tx.all(
+            f"SELECT r.id AS id FROM facts r WHERE {where} AND r.tier = 'identity'", params)]
+
+    def _chosen(self, tx: Tx, sel: Selector) -> tuple[str, builtins.list[Any]] | None:
+        """The filter (alias ``r``) of the facts ``sel`` selects, every status and tier (None:
+        it names fact ids, none of them here)."""
         where, params = sel.where(_TEXT_COLUMNS)
         readers, more = sel.readers(self._db.readers_clause)
         where, params = where + readers, [*params, *more]
         named = sel.ids_for("fact")
         if named is not None:
             if not named:
-                return []
+                return None
             # a fact is forgotten with its whole supersession history (the versions share
             # its slot and usually its text)
             ids = self._lineage(tx, sel, named)
@@ -468,10 +510,7 @@ class Facts(FactReads):
         if sel.subject is not None:
             where += " AND r.subject = ?"
             params.append(sel.subject)
-        ids = [r["id"] for r in tx.all(f"SELECT r.id AS id FROM facts r WHERE {where}", params)]
-        if ids and not dry_run:
-            tx.execute(f"DELETE FROM facts AS r WHERE {where}", params)
-        return ids
+        return where, params
 
     def kept_rows(self, tx: Tx, sel: Selector) -> builtins.list[tuple[str, Scope]]:
         """(id, scope) of the facts ``sel`` would select (current or superseded) among

@@ -7,7 +7,11 @@ Contract:
   else :class:`NotFound`: nobody can weigh on a record they cannot see.
 - For a fact the signal has an effect, in the same transaction
   (:meth:`memstrata.layers.facts.Facts.apply_feedback`): useful confirms it, contradicted
-  demotes it, and repeated contradiction retires it.
+  demotes it, and repeated contradiction retires it. Only the fact's own scope (or the
+  operator, without a scope) has that effect: on a fact shared beyond the caller's scope
+  (:func:`~memstrata.scoping.shared_beyond`: a project-wide fact seen by one user) the
+  signal is recorded and changes nothing, so one user's agent cannot demote or retire
+  what others rely on (retiring it is a reviewer's act).
 - ``forget_refs`` deletes the feedback of forgotten records; ``forget_rows`` deletes the
   feedback on the scope's records whose note contains a forgotten text.
 """
@@ -22,7 +26,7 @@ from ..errors import ValidationError
 from ..governance.safety import screened_arg
 from ..inputs import MAX_TEXT, text_arg
 from ..models import Scope
-from ..scoping import resolve_caller
+from ..scoping import resolve_caller, shared_beyond
 from ..store.base import Database, Tx
 from ..store.sql import chunks, contains_sql, like_param, marks
 from .episodes import Episodes
@@ -74,7 +78,7 @@ class Feedback:
             tx.execute("INSERT INTO feedback (tenant, ref, signal, note, created_at) "
                        "VALUES (?, ?, ?, ?, ?)", (tenant, ref, signal, note, now))
             action = "recorded"
-            if fact is not None:
+            if fact is not None and (sc is None or not shared_beyond(fact.scope, sc)):
                 row = tx.one("SELECT count(*) AS n FROM feedback WHERE tenant = ? AND ref = ? "
                              "AND signal = 'contradicted'", (tenant, ref))
                 action = self._facts.apply_feedback(

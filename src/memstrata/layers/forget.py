@@ -33,6 +33,8 @@ Contract:
   caller may not read: only the records of exactly its scope (``project=p`` reads none of
   a user's records in ``p``), scratch entries included, and of the restricted ones only
   its principal's (none without one) (:class:`~memstrata.layers.selector.Selector`).
+  ``actor``: who forgets; a program (``agent``, ``tool``...) forgets no identity fact
+  (only a person changes who someone is): those stay, in ``kept``, with a note.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AccessDenied, MemstrataError
-from ..inputs import bool_arg
+from ..governance.safety import is_machine
+from ..inputs import bool_arg, name_arg
 from ..models import ForgetReport, Scope
 from ..store.base import Database, ScratchStore, VectorIndex
 from .checkpoints import Checkpoints
@@ -75,13 +78,15 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
            match: str | None = None, subject: str | None = None,
            record_ids: Sequence[str] | None = None, force: bool = False,
            dry_run: bool = False, principal: str | None = None,
-           as_reader: bool = False) -> ForgetReport:
+           as_reader: bool = False, actor: str | None = None) -> ForgetReport:
     """Delete for real; see the module docstring."""
     force = bool_arg(force, "force")
     dry_run = bool_arg(dry_run, "dry_run")
     as_reader = bool_arg(as_reader, "as_reader")
+    if actor is not None:
+        actor = name_arg(actor, "actor")
     sel = selector(scope, match=match, subject=subject, record_ids=record_ids,
-                   principal=principal, reader=as_reader)
+                   principal=principal, reader=as_reader, keep_identity=is_machine(actor))
     if sel.scope.is_unscoped and not force:
         raise AccessDenied(
             f"refusing to forget across the whole tenant {sel.scope.tenant!r}",
@@ -94,6 +99,7 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         episode_ids = layers.episodes.forget_rows(tx, sel, dry_run=True)
         kept = [(f"fact:{i}", sc) for i, sc in layers.facts.kept_rows(tx, sel)] + \
             [(f"episode:{i}", sc) for i, sc in layers.episodes.kept_rows(tx, sel)]
+        identity = [f"fact:{i}" for i in layers.facts.kept_identity(tx, sel)]
         counts["vectors"] = db.vector_count(tx, tenant, [
             *fact_ids, *episode_ids, *layers.checkpoints.vector_ids(tx, sel)])
         if not dry_run:
@@ -126,7 +132,13 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
     notes: list[str] = []
     if kept:
         notes.append(_kept_note(sel.scope, kept))
-    unmatched = _unmatched(sel, {*fact_ids, *episode_ids}, checkpoint_refs, kept)
+    if identity:
+        notes.append(f"kept {len(identity)} identity fact(s) ({', '.join(identity[:5])}"
+                     f"{' ...' if len(identity) > 5 else ''}): only a person changes who "
+                     "someone is; ask your user to forget them (memstrata forget, or the "
+                     "inspector)")
+    unmatched = _unmatched(sel, {*fact_ids, *episode_ids}, checkpoint_refs,
+                           [*kept, *((ref, sel.scope) for ref in identity)])
     if unmatched:
         # by position: an id the caller may not see is never echoed into an answer
         shown = ", ".join(f"#{n}" for n in unmatched[:20]) + (" ..." if len(unmatched) > 20
@@ -165,7 +177,7 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
              "feedback", "scratch", "vectors")
     return ForgetReport(scope=sel.scope, counts={k: counts[k] for k in order}, ids=refs,
                         dry_run=dry_run, compacted=compacted, notes=notes,
-                        kept=[ref for ref, _ in kept])
+                        kept=[ref for ref, _ in kept] + identity)
 
 
 def _unmatched(sel: Selector, found: set[str], checkpoint_refs: Sequence[str],

@@ -45,8 +45,8 @@ from typing import Any
 
 from ..calls import checked_calls
 from ..clock import Clock, from_text
-from ..errors import AccessDenied, ActivationRefused, Conflict, NotFound, ValidationError
-from ..governance.safety import redact_value, refuse_secret
+from ..errors import ActivationRefused, Conflict, NotFound, ValidationError
+from ..governance.safety import person_arg, redact_value, refuse_secret
 from ..inputs import MAX_NAME, int_arg, text_arg
 from ..models import Scope, _Model, build, make_scope
 from ..scoping import SCOPE_COLUMNS, applies_sql, exact_sql, scope_from_row, scope_values
@@ -378,13 +378,9 @@ def _one_of(by: str | None, old: str | None, old_name: str) -> str | None:
 
 
 def _person(value: Any, field: str) -> str:
-    if value is None:
-        raise ValidationError(f"{field}= must name the person", hint=f"pass {field}='alice'")
-    who = _text(value, field)
-    if who.lower() == "agent" or who.lower().startswith("agent:"):
-        raise AccessDenied(f"{field}={who!r}: an agent may propose a procedure, only a person "
-                           "activates or rolls one back", hint=f"pass {field}=<person's name>")
-    return who
+    return person_arg(value, field, max_len=MAX_NAME,
+                      act="an agent may propose a procedure, only a person activates or "
+                          "rolls one back")
 
 
 __all__ = ["ProcedureEvent", "Procedures", "procedure_from_row"]

@@ -21,7 +21,7 @@ from ..calls import checked_calls
 from ..clock import Clock
 from ..errors import AccessDenied, Conflict, ValidationError
 from ..governance.policy import Candidate
-from ..governance.safety import screened_arg
+from ..governance.safety import person_arg, screened_arg
 from ..inputs import record_id_arg, text_arg
 from ..models import Fact, Scope, WriteResult, build
 from ..store.base import Database
@@ -119,7 +119,8 @@ def _person(by: str | None, reviewer: str | None) -> str:
     if name is None:
         raise ValidationError("approving needs the person's name",
                               hint="pass by='alice' (the reviewer)")
-    return text_arg(name, "by", max_len=128)
+    return person_arg(name, "by", act="only a person approves a fact for the durable set "
+                                      "(an identity fact above all)")
 
 
 __all__ = ["Review"]

@@ -53,6 +53,9 @@ class Selector:
     #: A reader's forget (see the module docstring): exactly the scope's records, and of
     #: the restricted ones only those :attr:`principal` reads.
     reader: bool = False
+    #: A program's forget (an agent's tool): identity facts stay (only a person changes who
+    #: someone is), and are reported.
+    keep_identity: bool = False
 
     def owned(self) -> tuple[str, list[Any]]:
         """The WHERE fragment (alias ``r``) of the rows this forget may reach by scope: the
@@ -154,9 +157,10 @@ def read_not_owned(sel: Selector, read: tuple[str, list[Any]]) -> tuple[str, lis
 
 def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any = None,
              record_ids: Sequence[str] | None = None,
-             principal: str | None = None, reader: bool = False) -> Selector:
+             principal: str | None = None, reader: bool = False,
+             keep_identity: bool = False) -> Selector:
     """A validated :class:`Selector` (ValidationError for bad input); ``reader``: a
-    reader's forget (see the module docstring)."""
+    reader's forget (see the module docstring); ``keep_identity``: a program's."""
     sc = make_scope(scope)
     if principal is not None:
         principal = name_arg(principal, "principal")
@@ -171,7 +175,7 @@ def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any =
     if ids is not None:  # each id with the layer its reference names (ids_arg checked)
         refs = tuple((str(r).partition(":")[0] if ":" in str(r) else None, i)
                      for r, i in zip(record_ids or (), ids, strict=True))
-    return Selector(sc, match, subject, refs, principal, reader)
+    return Selector(sc, match, subject, refs, principal, reader, keep_identity)
 
 
 __all__ = ["Selector", "narrowed", "read_not_owned", "selector"]

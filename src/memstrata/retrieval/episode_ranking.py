@@ -75,14 +75,20 @@ _SHAPE_BATCH = 4
 MIN_EVIDENCE = 0.25
 #: A candidate below :data:`MIN_EVIDENCE` is kept only beside evidence: when a candidate of
 #: the ranking has *semantic* evidence (one query word in common is not enough; without
-#: vectors, :data:`WORDS_ALONE` of the query's words in its own text), and it scores at
-#: least this share of the best such candidate (a turn found through its thread context,
-#: say, which its own words and vector do not carry). Without one, such candidates are
-#: dropped: an unrelated query still returns nothing. On the LoCoMo dev split
-#: (benchmarks/research/README.md) dropping them all loses evidence: R@10 0.769 against
-#: 0.783 with the share at 0.3, 0.4 or 0.5, the same as no floor at all; without vectors,
-#: 0.639 against 0.707 (shares 0.2 to 0.4 alike).
-NEIGHBOUR_SHARE = 0.4
+#: vectors, :data:`WORDS_ALONE` of the query's words in its own text), and its relevance is
+#: at least this share of the best such candidate's (a turn found through its thread
+#: context, say, which its own words and vector do not carry). Relevance is compared before
+#: the adjustments (authority, recency, scope), so who wrote the best match does not decide
+#: whether its thread's other turns stand beside it: with the share at 0.4 of the adjusted
+#: score, a question found through the user's answer after it was dropped (0.245 against
+#: 0.626) and kept beside an agent's answer (0.438). A turn found only through its
+#: neighbour's words gets half their weight (the context column) and scores about 0.4 of
+#: that neighbour, so the share is 0.3. Without a candidate with semantic evidence, such
+#: candidates are dropped: an unrelated query still returns nothing. On the LoCoMo dev
+#: split (benchmarks/research/README.md) dropping them all loses evidence: R@10 0.769
+#: against 0.783 with the share at 0.3, 0.4 or 0.5, the same as no floor at all; without
+#: vectors, 0.639 against 0.707 (shares 0.2 to 0.4 alike).
+NEIGHBOUR_SHARE = 0.3
 #: The share of the query's words that is evidence even where the vector calls the text
 #: unrelated (:func:`semantic` 0: "Oh wow, good for you." for "a good recipe for banana
 #: bread", one word in four). Below it, a word match counts only where the vector does
@@ -252,9 +258,12 @@ class EpisodeScorer:
         self.vec_floor: float | None = None
         #: The candidates scored that have absolute evidence (:data:`MIN_EVIDENCE`).
         self.evident: set[str] = set()
-        #: The best uncapped score of a candidate with semantic evidence (None while there
-        #: is none): what a candidate without evidence is kept beside.
+        #: The best relevance (before the adjustments) of a candidate with semantic
+        #: evidence (None while there is none): what a candidate without evidence is kept
+        #: beside.
         self.best_evident: float | None = None
+        #: Each scored candidate's relevance before the adjustments, by id.
+        self._relevance: dict[str, float] = {}
         self.parts: dict[str, _Parts | None] = {}
         #: The rows read (:meth:`Episodes.score_rows`), which the hits are built from.
         self.rows: dict[str, Row] = {}
@@ -374,7 +383,7 @@ class EpisodeScorer:
         if self.best_evident is None:
             return False
         if self.with_vectors:
-            return scored[1] >= NEIGHBOUR_SHARE * self.best_evident
+            return self._relevance[scored[3]] >= NEIGHBOUR_SHARE * self.best_evident
         return self.lex.get(scored[3], 0.0) >= NEIGHBOUR_SHARE * self.top
 
     def score(self, rid: str) -> tuple[float, float, int, str] | None:
@@ -390,13 +399,14 @@ class EpisodeScorer:
         if self.q_terms and (not self.with_vectors or not self.lex or sem < MIN_EVIDENCE):
             row = self.rows[rid]
             cov = coverage(self.q_terms, f"{row['text']} {row['event']}")
-        rel = self._base(rid, cov) + parts.boost
-        uncapped = rel / _MAX_EPISODE_REL * parts.factor
+        rel = (self._base(rid, cov) + parts.boost) / _MAX_EPISODE_REL
+        uncapped = rel * parts.factor
+        self._relevance[rid] = rel
         if sem >= MIN_EVIDENCE or (cov >= MIN_EVIDENCE and (
                 cov >= WORDS_ALONE or not self._unrelated(cos))):
             self.evident.add(rid)
         if sem >= MIN_EVIDENCE or (not self.with_vectors and cov >= WORDS_ALONE):
-            self.best_evident = max(uncapped, self.best_evident or 0.0)
+            self.best_evident = max(rel, self.best_evident or 0.0)
         return min(uncapped, 1.0), uncapped, parts.specificity, rid
 
 

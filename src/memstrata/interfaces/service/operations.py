@@ -220,7 +220,8 @@ def _forget_preview(c: Call, a: rq.ForgetPreviewArgs) -> dict[str, Any]:
     # what the forget itself would reach (the tool's rule: the key's principal, else the
     # scope's user)
     report = c.mem.forget(c.scope, match=a.match, subject=a.subject, record_ids=a.record_ids,
-                          dry_run=True, principal=c.principal or c.scope.user, as_reader=True)
+                          dry_run=True, principal=c.principal or c.scope.user, as_reader=True,
+                          actor=c.key.actor)
     return forget_result(report)
 
 
