@@ -87,6 +87,11 @@ def readers_list(value: Any) -> list[str] | None:
     out: list[str] = sorted({str(check_name(x, "reader")) for x in value})
     if not out:
         raise ValueError("readers must name at least one principal (None means the whole scope)")
+    from .governance.sensitivity import scan
+
+    if any(scan(name).has_secret for name in out):  # stored and listed as it is
+        raise ValueError("a reader name contains a secret; nothing was stored (name the "
+                         "principal, never a credential)")
     return out
 
 
@@ -141,6 +146,16 @@ def int_arg(value: Any, field: str, *, low: int | None = None, high: int | None 
     if not -MAX_INT <= value <= MAX_INT:
         raise ValidationError(f"{field} is out of range, got {value!r}",
                               hint="integers are stored in 64 bits")
+    return value
+
+
+def choice_arg(value: Any, field: str, choices: Sequence[str], *,
+               hint: str | None = None) -> str:
+    """One of ``choices``, exactly (``"ACTIVE"`` or ``"all"`` is refused, so a typo never
+    reads as "none match")."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValidationError(f"{field} must be one of {', '.join(choices)}, got {value!r}",
+                              hint=hint or f"pass {field}={choices[0]!r}")
     return value
 
 

@@ -12,7 +12,7 @@ bytes, stripped, within the field's size limit.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
@@ -38,6 +38,8 @@ FactKind = Literal[
 Tier = Literal["identity", "standard"]
 Sensitivity = Literal["public", "internal", "restricted"]
 FactStatus = Literal["active", "pending_review", "superseded", "retired", "expired", "rejected"]
+#: Every status a fact may have (:data:`FactStatus`), in order.
+FACT_STATUSES: tuple[str, ...] = get_args(FactStatus)
 EpisodeStatus = Literal["current", "superseded", "expired"]
 OperationStatus = Literal["pending", "succeeded", "failed", "unknown"]
 WriteStatus = Literal["committed", "superseding", "duplicate", "pending", "rejected"]
@@ -452,6 +454,7 @@ __all__ = [
     "CHECKPOINT_FIELDS",
     "DEFAULT_CONFIDENCE",
     "FACT_KINDS",
+    "FACT_STATUSES",
     "Checkpoint",
     "Context",
     "Episode",

@@ -127,6 +127,32 @@ def test_only_a_person_changes_an_identity_fact(mem: Memory, alice: Scope) -> No
     assert person.dispatch("forget", {"match": "globex"})["counts"]["facts"] >= 1
 
 
+def test_a_confirmed_fact_is_fresh_again(mem: Memory, alice: Scope, clock: ManualClock) -> None:
+    """Restating a stale fact, or finding it useful, moves its recheck date as far past the
+    confirmation as it lay past the one before (before, it stayed stale and recall kept
+    flagging it for verification); its expiry stays where it was."""
+    sys = dict(kind="system_fact", subject="docs-site", attribute="hosting", actor="user")
+    first = mem.facts.propose(alice, claim="The docs site is hosted on Netlify",
+                              source="chat:1", **sys).record
+    assert first is not None and first.recheck_after is not None
+    interval = first.recheck_after - first.created_at  # type: ignore[operator]
+    clock.advance(days=interval.days + 10)
+    assert mem.facts.get(first.id, alice).is_stale(clock.now())
+    assert mem.recall(alice, "where is the docs site hosted").items[0].needs_verification
+    again = mem.facts.propose(alice, claim="The docs site is hosted on Netlify",
+                              source="chat:2", **sys)
+    assert again.status == "duplicate"
+    fresh = mem.facts.get(first.id, alice)
+    assert not fresh.is_stale(clock.now())
+    assert fresh.recheck_after == clock.now() + interval
+    assert fresh.expires_at == first.expires_at
+    assert not mem.recall(alice, "where is the docs site hosted").items[0].needs_verification
+    clock.advance(days=interval.days + 1)
+    assert mem.facts.get(first.id, alice).is_stale(clock.now())
+    assert mem.feedback(first.ref, "useful", scope=alice)["action"] == "recorded"
+    assert mem.facts.get(first.id, alice).recheck_after == clock.now() + interval
+
+
 def test_reject_and_edit_and_approve(mem: Memory, alice: Scope) -> None:
     ident = dict(FACT, kind="profile", attribute="team", tier="identity")
     a = mem.facts.propose(alice, claim="Alice works in team Blu", **ident)

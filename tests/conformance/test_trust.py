@@ -109,6 +109,14 @@ def test_an_identifier_holding_a_secret_is_refused(mem: Memory, store: StoreProb
         "checkpoint task": lambda: mem.checkpoints.save(S, f"task/{SECRET}", objective="x"),
         "scratch key": lambda: run.scratch.write(f"k_{SECRET}", "v"),
         "run task": lambda: mem.run(S, task=f"task/{SECRET}"),
+        # a reader name is stored and listed as it is (before: stored verbatim)
+        "fact reader": lambda: mem.facts.propose(S, claim="CI uses the sandbox", kind="fact",
+                                                 subject="ci", attribute="stripe",
+                                                 actor="user", source="chat:1",
+                                                 readers=[SECRET]),
+        "episode reader": lambda: mem.episodes.append(S, text="sandbox keys rotated",
+                                                      actor="user", source="chat:1",
+                                                      readers=["bob", SECRET]),
     }
     outcome = {}
     for label, call in calls.items():
@@ -155,6 +163,27 @@ def test_the_mcp_server_in_user_mode_activates_no_tool_borne_instruction(mem: Me
     assert statuses.count("pending") >= 2 * len(payloads) + detected
     assert [f for f in mem.facts.current(S)
             if detect_injection(f.claim) or f.provenance.actor != "user"] == []
+
+
+def test_a_reviewer_is_named_without_a_secret_and_a_status_is_one_of_the_statuses(
+        mem: Memory, store: StoreProbe) -> None:
+    """``review.approve(by=...)`` names a person: a name holding a secret is refused and the
+    fact stays pending (before: stored verbatim as the reviewer and in the reason); an
+    unknown ``facts.list`` status is refused (before: ``"all"`` or ``"ACTIVE"`` listed
+    nothing, silently)."""
+    pending = mem.facts.propose(S, claim="Alice is the docs lead", kind="profile",
+                                subject="alice", attribute="role", actor="user",
+                                source="chat:1", tier="identity").record
+    assert pending is not None
+    with pytest.raises(ValidationError):
+        mem.review.approve(pending.id, by=SECRET)
+    assert mem.facts.get(pending.id, S).status == "pending_review"
+    assert not store.contains(SECRET)
+    for status in ("all", "ACTIVE", "activ", ""):
+        with pytest.raises(ValidationError) as err:
+            mem.facts.list(S, status=status)
+        assert err.value.hint
+    assert [f.id for f in mem.facts.list(S, status="pending_review")] == [pending.id]
 
 
 def test_secrets_in_reasons_are_never_stored(mem: Memory, store: StoreProbe) -> None:

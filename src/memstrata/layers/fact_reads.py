@@ -21,8 +21,8 @@ from typing import Any
 from ..calls import checked_calls
 from ..clock import Clock, from_text
 from ..errors import NotFound
-from ..inputs import MAX_NAME, bool_arg, int_arg, record_id_arg, text_arg
-from ..models import Fact, Provenance, Scope, make_scope
+from ..inputs import MAX_NAME, bool_arg, choice_arg, int_arg, record_id_arg, text_arg
+from ..models import FACT_STATUSES, Fact, Provenance, Scope, make_scope
 from ..scoping import (
     SCOPE_COLUMNS,
     applies_sql,
@@ -224,7 +224,8 @@ class FactReads:
         ``expires_at``, filtered before the limit)."""
         scope = make_scope(scope)
         limit = int_arg(limit, "limit", low=0, high=100_000)
-        statuses = None if status is None else (text_arg(status, "status", max_len=64),)
+        statuses = None if status is None else (choice_arg(
+            status, "status", FACT_STATUSES, hint="leave status out for every status"),)
         extra, extra_params = "", []
         if subject is not None:
             extra, extra_params = " AND r.subject = ?", [text_arg(subject, "subject",

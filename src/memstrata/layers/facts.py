@@ -48,7 +48,7 @@ from datetime import datetime
 from typing import Any
 
 from ..calls import checked_calls
-from ..clock import Clock
+from ..clock import Clock, from_text
 from ..errors import AccessDenied, Conflict, ValidationError
 from ..governance.policy import Candidate, Verdict, WritePolicy, normalise_claim
 from ..governance.safety import is_machine, screened_arg
@@ -183,8 +183,10 @@ class Facts(FactReads):
                 # pending record is closed as confirmed
                 confirmed, dup = dup, None
             if dup is not None:
-                tx.execute("UPDATE facts SET last_confirmed_at = ? WHERE tenant = ? AND id = ?",
-                           (now, cand.scope.tenant, dup["id"]))
+                dup["recheck_after"] = self._confirm(
+                    tx, cand.scope.tenant, dup["id"], now,
+                    since=(from_text(dup["last_confirmed_at"]), from_text(dup["created_at"])),
+                    recheck=from_text(dup["recheck_after"]))
                 dup["last_confirmed_at"] = now
                 return WriteResult(status="duplicate", record=fact_from_row(dup),
                                    reason="an equivalent fact exists; kept the older record "
@@ -228,6 +230,26 @@ class Facts(FactReads):
                       "favour)")
         return WriteResult(status="committed", record=fact, reason=reason + hint,
                            similar=near, detectors=list(verdict.detectors))
+
+    @staticmethod
+    def _confirm(tx: Tx, tenant: str, fact_id: str, now: datetime, *,
+                 since: tuple[datetime | None, datetime | None],
+                 recheck: datetime | None) -> datetime | None:
+        """Record that the fact was confirmed ``now`` (restated, or useful): its
+        ``last_confirmed_at``, and its recheck date moved as far past now as it lay past
+        its last confirmation before it (``since``: that and the creation; the creation
+        where the recheck date did not lie past the confirmation, as confirmations left it
+        before), so a fact confirmed today is no longer stale (before, it stayed stale, and
+        recall kept asking to verify it). Its expiry, a date the fact stops holding, is not
+        moved. Returns the new recheck date."""
+        confirmed, created = since
+        base = confirmed if confirmed is not None and recheck is not None and \
+            recheck > confirmed else created
+        moved = recheck if recheck is None or base is None else \
+            max(recheck, now + (recheck - base))
+        tx.execute("UPDATE facts SET last_confirmed_at = ?, recheck_after = ? WHERE tenant = ? "
+                   "AND id = ?", (now, moved, tenant, fact_id))
+        return moved
 
     def _supersede(self, tx: Tx, old: Row, new_id_: str, when: datetime,
                    reason: str) -> list[str] | None:
@@ -446,8 +468,11 @@ class Facts(FactReads):
         if fact.tier == "identity":  # a signal, not a person's decision: it changes nothing
             return "recorded"
         if signal == "useful":
-            tx.execute("UPDATE facts SET feedback_score = feedback_score + 1, "
-                       "last_confirmed_at = ? WHERE tenant = ? AND id = ?", (now, tenant, fact.id))
+            tx.execute("UPDATE facts SET feedback_score = feedback_score + 1 "
+                       "WHERE tenant = ? AND id = ?", (tenant, fact.id))
+            self._confirm(tx, tenant, fact.id, now,
+                          since=(fact.last_confirmed_at, fact.created_at),
+                          recheck=fact.recheck_after)
             return "recorded"
         if signal != "contradicted":
             return "recorded"

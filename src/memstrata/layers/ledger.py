@@ -23,9 +23,9 @@ from typing import Any
 
 from ..calls import checked_calls
 from ..clock import Clock, from_text
-from ..errors import Conflict, NotFound, ValidationError
+from ..errors import Conflict, NotFound
 from ..governance.safety import redact_secrets, refuse_secret
-from ..inputs import MAX_TEXT, int_arg, text_arg
+from ..inputs import MAX_TEXT, choice_arg, int_arg, text_arg
 from ..models import Operation, Scope, make_scope
 from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
@@ -151,10 +151,8 @@ class Ledger:
         where, params = exact_sql(scope)
         sql = f"SELECT {SCOPE_COLUMNS}, {_COLUMNS} FROM operations r WHERE {where}"
         if status is not None:
-            if status not in _STATUSES:
-                raise ValidationError(f"status must be one of {', '.join(_STATUSES)}, "
-                                      f"got {status!r}", hint="e.g. status='pending', or "
-                                                              "leave it out for every status")
+            status = choice_arg(status, "status", _STATUSES,
+                                hint="e.g. status='pending', or leave it out for every status")
             sql += " AND r.status = ?"
             params.append(status)
         sql += " ORDER BY r.created_at LIMIT ?"
