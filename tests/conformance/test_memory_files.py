@@ -60,6 +60,38 @@ def test_every_line_that_cannot_be_taken_is_reported_and_nothing_is_written(
                      "The docs deploy failed because the build cache was stale"]
 
 
+def test_lines_that_are_not_text_are_reported_by_number_and_skippable(
+        mem: Memory, store: StoreProbe, tmp_path: Path) -> None:
+    """A line of bytes that are not UTF-8, and a line holding a NUL, are reported with their
+    numbers by import, lint and migrate, and ``skip_invalid`` imports the rest (before: a
+    traceback from all three, and a NUL refused every episode without a line number)."""
+    from memstrata.interfaces.migrate import migrate_memory_file
+
+    d = _files(tmp_path, "")
+    with (d / EPISODIC).open("ab") as f:
+        f.write(b"- 2026-08-01 (chat:1): bad \xff\xfe bytes here\n"
+                b"- 2026-08-02 (chat:2): a NUL \x00 here\n"
+                b"- 2026-08-03 (chat:3): a good line\n")
+    assert {(i.line, i.message.split(" (")[0].split(":")[0])
+            for i in lint_markdown(d) if i.file == EPISODIC} == {
+        (6, "not UTF-8 text"), (7, "contains a NUL byte")}
+    before = store.counts()
+    with pytest.raises(ValidationError) as info:
+        import_markdown(mem, ALICE, d)
+    assert [p.split(": ")[0] for p in info.value.details["problems"]] == [
+        "episodic.md:6", "episodic.md:7"]
+    assert store.counts() == before
+    report = import_markdown(mem, ALICE, d, skip_invalid=True)
+    assert report.counts["episodes"] == 1 and len(report.skipped) == 2
+    assert [e.text for e in mem.episodes.log(ALICE)] == ["a good line"]
+    legacy = tmp_path / "MEMORY.md"
+    legacy.write_bytes(b"# Memory\n- I prefer Go \xff\n")
+    with pytest.raises(ValidationError) as bad:
+        migrate_memory_file(legacy, tmp_path / "out")
+    assert "MEMORY.md:2" in str(bad.value.hint)
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_cli_refuses_with_exit_2_and_lists_the_lines(tmp_path: Path) -> None:
     d = _files(tmp_path, BAD_LOG)
     runner = CliRunner()

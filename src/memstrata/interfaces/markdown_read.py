@@ -70,6 +70,26 @@ class Issue:
         return f"{self.file}:{self.line}: {self.severity}: {self.message}"
 
 
+def read_text(path: Path, file: str, issues: list[Issue]) -> str:
+    """The text of a memory file, each line that is not text (bytes that are not UTF-8, a
+    NUL) reported with its number and left out, an empty line in its place so the numbers
+    hold (before, the first bad byte stopped the import, the lint and the migration with a
+    traceback, and a NUL stopped every episode of the file without a line number)."""
+    lines = []
+    for n, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            issues.append(Issue(file, n, f"not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                                         f"column {exc.start + 1}): save the file as UTF-8"))
+            line = ""
+        if "\x00" in line:
+            issues.append(Issue(file, n, "contains a NUL byte: remove it"))
+            line = ""
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def parse_fact(text: str, file: str, line: int, issues: list[Issue]) -> FactEntry | None:
     m = _FACT_RE.match(text)
     if m is None:
@@ -359,14 +379,14 @@ def read_files(directory: Path, issues: list[Issue]) -> MemoryFiles:
     files = MemoryFiles()
     path = directory / IDENTITY
     if path.exists():
-        files.identity = parse_identity(path.read_text(encoding="utf-8"), issues)
+        files.identity = parse_identity(read_text(path, IDENTITY, issues), issues)
     path = directory / WORKING
     if path.exists():
         files.facts, files.tasks, files.pending_identity, files.updated = parse_working_dated(
-            path.read_text(encoding="utf-8"), issues)
+            read_text(path, WORKING, issues), issues)
     path = directory / EPISODIC
     if path.exists():
-        files.episodes = parse_episodic(path.read_text(encoding="utf-8"), issues)
+        files.episodes = parse_episodic(read_text(path, EPISODIC, issues), issues)
     _check_slots(files, issues)
     return files
 
@@ -405,7 +425,7 @@ def lint_markdown(directory: str | Path, *, identity_max_entries: int = IDENTITY
         if not path.exists():
             issues.append(Issue(name, 0, "file is missing"))
             continue
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, name, [])  # its bad lines are reported by read_files below
         first = text.splitlines()[0] if text else ""
         if first != _TITLES[name]:
             issues.append(Issue(name, 1, f"the first line should be {_TITLES[name]!r}"))
@@ -428,7 +448,7 @@ def lint_markdown(directory: str | Path, *, identity_max_entries: int = IDENTITY
                                                   "working-context.md", "warning"))
     path = directory / IDENTITY
     if path.exists():
-        tokens = count_tokens(path.read_text(encoding="utf-8"))
+        tokens = count_tokens(read_text(path, IDENTITY, []))
         if len(files.identity) > identity_max_entries:
             issues.append(Issue(IDENTITY, 0, f"{len(files.identity)} entries; identity must "
                                              f"stay small (at most {identity_max_entries}): "
@@ -439,7 +459,7 @@ def lint_markdown(directory: str | Path, *, identity_max_entries: int = IDENTITY
                                              "session)"))
     path = directory / WORKING
     if path.exists():
-        tokens = count_tokens(path.read_text(encoding="utf-8"))
+        tokens = count_tokens(read_text(path, WORKING, []))
         if tokens > working_max_tokens:
             issues.append(Issue(WORKING, 0, f"{tokens} tokens; the limit is "
                                             f"{working_max_tokens}: retire stale facts or "

@@ -119,7 +119,7 @@ def write_files(directory: Path, texts: dict[str, str], *, overwrite: bool = Fal
     directory.mkdir(parents=True, exist_ok=True)
     if not overwrite:
         changed = [n for n, t in texts.items()
-                   if (directory / n).exists() and (directory / n).read_text("utf-8") != t]
+                   if (directory / n).exists() and (directory / n).read_bytes() != t.encode()]
         if changed:
             raise Conflict(f"{', '.join(changed)} in {directory} differ from what would be "
                            "written", hint="import your edits first, or overwrite (--force)")

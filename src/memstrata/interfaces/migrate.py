@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from ..errors import ValidationError
 from ..extraction import statements
 from .markdown import (
     APPROX,
@@ -54,6 +55,7 @@ from .markdown import (
     TaskEntry,
     one_line,
 )
+from .markdown_read import Issue, read_text
 from .memory_files import write_files
 
 _MONTHS = {m: i for i, m in enumerate(
@@ -465,7 +467,12 @@ def migrate_memory_file(path: str | Path, directory: str | Path, *, overwrite: b
     date (approximate) unless ``today`` is given.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    unread: list[Issue] = []
+    text = read_text(path, path.name, unread)
+    if unread:
+        raise ValidationError(f"{len(unread)} line(s) of {path} are not text; nothing migrated",
+                              hint="; ".join(str(i) for i in unread[:3]),
+                              problems=[str(i) for i in unread])
     if today is None:
         today = datetime.fromtimestamp(path.stat().st_mtime, UTC).date()
     result = migrate_text(text, name=path.name, today=today)
