@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import memstrata
 
@@ -139,3 +140,38 @@ def test_a_scope_built_directly_refuses_bad_fields_with_memstrata_s_error() -> N
             memstrata.Scope(**fields)
         assert err.value.hint and "nothing was stored" in err.value.hint
     assert memstrata.Scope(user="alice", project="p").key == "u=alice;p=p;a="
+
+
+def test_the_entry_points_refuse_bad_arguments_with_memstrata_s_errors(tmp_path: Any) -> None:
+    """Memory.open, PolicyConfig, Transcript and a procedure's next step take only what they
+    document, each refusal a typed error with a hint (before: raw TypeError, ValueError or
+    UnicodeEncodeError from the URL, an AttributeError at the first write for a clock or a
+    policy of the wrong type, a NaN or negative min_confidence that turned the confidence
+    check off, a tenant list that failed in the driver)."""
+    import pytest
+
+    from memstrata import Memory, MemstrataError, PolicyConfig
+    from memstrata.interfaces.transcript import Transcript
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    bad_opens: list[dict[str, Any]] = [
+        {"url": 5}, {"url": "a\x00b"}, {"url": "sqlite:///tmp/\ud800.db"}, {"url": b"x.db"},
+        {"url": url, "clock": 5}, {"url": url, "policy": 5}, {"url": url, "tenant": ["acme"]},
+        {"url": url, "tenant": ""}, {"url": url, "tenant": "a\x00b"}]
+    for options in bad_opens:
+        with pytest.raises(MemstrataError) as err:
+            Memory.open(embedder=None, **options).close()
+        assert err.value.hint, options
+    for value in (float("nan"), -1, "0.7", 5, True):
+        with pytest.raises(memstrata.ValidationError):
+            PolicyConfig(min_confidence=value)
+    with pytest.raises(memstrata.ValidationError):
+        PolicyConfig(secrets="drop")  # type: ignore[arg-type]
+    for options in ({"budget_tokens": None}, {"budget_tokens": float("nan")},
+                    {"keep_last": 0}, {"observation_cap": "10"}):
+        with pytest.raises(memstrata.ValidationError):
+            Transcript(**options)
+    with Memory.open(url, embedder=None, tenant=None) as mem:  # None: the default tenant
+        assert mem.default_tenant == "default"
+        with pytest.raises(memstrata.ValidationError):
+            mem.procedures.next_step("deploy", None)  # type: ignore[arg-type]

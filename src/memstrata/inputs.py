@@ -149,6 +149,19 @@ def int_arg(value: Any, field: str, *, low: int | None = None, high: int | None 
     return value
 
 
+def tenant_arg(value: Any) -> str:
+    """A tenant name (the one a call without a scope acts in): a valid scope name."""
+    try:
+        name = check_name(value, "tenant") if isinstance(value, str) else None
+    except ValueError as exc:
+        raise ValidationError(str(exc), hint="e.g. tenant='acme'; names use letters, digits "
+                                             "and . @ : + - / _") from None
+    if name is None:
+        raise ValidationError(f"tenant must be a name, got {value!r}",
+                              hint="e.g. tenant='acme' (default 'default')")
+    return name
+
+
 def choice_arg(value: Any, field: str, choices: Sequence[str], *,
                hint: str | None = None) -> str:
     """One of ``choices``, exactly (``"ACTIVE"`` or ``"all"`` is refused, so a typo never

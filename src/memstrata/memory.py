@@ -26,7 +26,7 @@ from .config import Config
 from .errors import ArgumentError, BackendError, MemstrataError, NotFound, ValidationError
 from .governance.policy import PolicyConfig, WritePolicy
 from .ids import new_id
-from .inputs import options_arg, ref_arg
+from .inputs import options_arg, ref_arg, tenant_arg
 from .layers.checkpoints import Checkpoints, task_arg
 from .layers.episode_records import run_thread
 from .layers.episodes import Episodes
@@ -83,6 +83,14 @@ class Memory:
                  tenant: str = "default") -> None:
         if isinstance(policy, PolicyConfig):
             policy = WritePolicy(policy)
+        if policy is not None and not isinstance(policy, WritePolicy):
+            raise ArgumentError(f"policy must be a WritePolicy or a PolicyConfig, got "
+                                f"{type(policy).__name__}",
+                                hint="e.g. policy=PolicyConfig(min_confidence=0.8)")
+        if clock is not None and not callable(getattr(clock, "now", None)):
+            raise ArgumentError(f"clock must have now() (a Clock), got {type(clock).__name__}",
+                                hint="e.g. clock=ManualClock('2026-01-01T00:00:00+00:00')")
+        tenant = tenant_arg("default" if tenant is None else tenant)
         self.db = db
         self.clock: Clock = clock or SystemClock()
         self.policy: WritePolicy = policy or WritePolicy()
@@ -126,6 +134,10 @@ class Memory:
         ``get``, ``forget`` without a scope's user...); a :class:`Scope` names its own
         (``Scope(tenant=..., user=...)``, ``"default"`` when not given).
         """
+        tenant = tenant_arg("default" if tenant is None else tenant)
+        if clock is not None and not callable(getattr(clock, "now", None)):
+            raise ArgumentError(f"clock must have now() (a Clock), got {type(clock).__name__}",
+                                hint="e.g. clock=ManualClock('2026-01-01T00:00:00+00:00')")
         emb = _resolve_embedder(embedder)
         db = open_database(url, **db_options)
         scratch_url = scratch_url or os.environ.get("MEMSTRATA_SCRATCH_URL")

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from ..calls import checked_calls
-from ..inputs import MAX_SOURCE, clean_text
+from ..inputs import MAX_SOURCE, clean_text, unit_interval
 from ..models import (
     DEFAULT_CONFIDENCE,
     Actor,
@@ -141,6 +141,29 @@ class PolicyConfig:
     #: A fact of another slot this near a proposal (cosine) is named in its result as a
     #: possible duplicate for a person to merge; never merged or dropped by itself.
     dedup_cosine: float = 0.9
+
+    def __post_init__(self) -> None:
+        """Checked as the config file's values are (a NaN or a negative threshold would turn
+        the confidence check off; a string would fail at the first write)."""
+        from ..errors import ValidationError
+
+        try:
+            self.min_confidence = unit_interval(self.min_confidence, "min_confidence")
+            self.dedup_cosine = unit_interval(self.dedup_cosine, "dedup_cosine")
+        except ValueError as exc:
+            raise ValidationError(str(exc), hint="e.g. PolicyConfig(min_confidence=0.7)"
+                                  ) from None
+        if self.secrets not in ("reject", "redact"):
+            raise ValidationError(f"secrets must be 'reject' or 'redact', got "
+                                  f"{self.secrets!r}", hint="secrets='reject' (the default)")
+        if not isinstance(self.pii_to_review, bool):
+            raise ValidationError("pii_to_review must be True or False",
+                                  hint="pii_to_review=True (the default)")
+        if isinstance(self.untrusted_actors, str) or not all(
+                isinstance(a, str) for a in self.untrusted_actors):
+            raise ValidationError("untrusted_actors must be a set of actor names",
+                                  hint="e.g. frozenset({'tool', 'agent'})")
+        self.untrusted_actors = frozenset(self.untrusted_actors)
 
 
 @checked_calls

@@ -70,6 +70,21 @@ def mixed_token(m: re.Match[str]) -> tuple[int, int] | None:
     return m.span()
 
 
+def generated_token(m: re.Match[str]) -> tuple[int, int] | None:
+    """A vendor token whose body (after its last ``_``) is generated: letters and digits,
+    or letters of both cases that read as no word (a Stripe or npm key may hold no digit:
+    about 1 in 70 random 24-character bodies)."""
+    value = m.group(0)
+    body = value.rsplit("_", 1)[-1]
+    if is_placeholder(value):
+        return None
+    if any(c.isdigit() for c in body) and any(c.isalpha() for c in body):
+        return m.span()
+    if body.lower() != body != body.upper() and not is_wordy(body):
+        return m.span()
+    return None
+
+
 def password_value(m: re.Match[str]) -> tuple[int, int] | None:
     value, start, end, quoted = _value_span(m)
     core = value.strip()

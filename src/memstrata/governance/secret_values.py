@@ -16,6 +16,7 @@ import binascii
 import itertools
 import math
 import re
+import unicodedata
 from collections import Counter
 
 
@@ -329,12 +330,38 @@ def is_wordy(value: str) -> bool:
             all(len(w) >= 3 and any(c in VOWELS for c in w) for w in words))
 
 
+#: Characters that show nothing: a soft hyphen, zero-width spaces and joiners, direction
+#: marks and embeddings, word joiners, the byte-order mark. One inside a key hides it from
+#: every pattern and vanishes when the text is copied back out.
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e"
+                        "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\ufeff]")
+
+
+def folded(text: str) -> tuple[str, list[int]] | None:
+    """``text`` without its invisible characters (:data:`_INVISIBLE`) and with compatibility
+    forms folded (NFKC: full-width ``ｓｋ＿ｌｉｖｅ`` is ``sk_live``), with the index in
+    ``text`` of each folded character; None when that changes nothing (all ASCII, say)."""
+    if text.isascii() or (_INVISIBLE.search(text) is None
+                          and unicodedata.is_normalized("NFKC", text)):
+        return None
+    out: list[str] = []
+    where: list[int] = []
+    for i, c in enumerate(text):
+        if _INVISIBLE.match(c):
+            continue
+        plain = c if c.isascii() else unicodedata.normalize("NFKC", c)
+        out.append(plain)
+        where.extend([i] * len(plain))
+    return "".join(out), where
+
+
 __all__ = [
     "DESCRIPTOR_WORDS",
     "IBAN_LENGTHS",
     "NAME_PART",
     "VOWELS",
     "b64decode",
+    "folded",
     "iban_valid",
     "is_code",
     "is_identifier",

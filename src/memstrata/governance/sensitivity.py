@@ -67,6 +67,9 @@ Decisions
   (``getpass()``, ``self.password``, ``db_password``) and placeholders are not.
 * Sentence punctuation after a bare value is not part of it (``the password
   is Winter2024!`` redacts ``Winter2024``); quote a value to keep it whole.
+  So is ``with password X``; ``PIN is 4821`` is a PIN. A key split by an
+  invisible character or written in full-width letters is found in the folded
+  text (``secret_values.folded``) and redacted in the text itself.
 
 Limits
 ------
@@ -91,6 +94,7 @@ from typing import Literal
 from ..errors import ConfigError
 from . import secret_locators as loc
 from .secret_values import (
+    folded,
     iban_valid,
     is_placeholder,
     luhn_valid,
@@ -225,7 +229,7 @@ def _builtin_detectors(threshold: float) -> list[Detector]:
     d, rx = Detector, re.compile
     g = functools.partial(Detector, long_token=True)
     v = 100  # vendor formats: the most specific
-    ph, mixed = loc.not_placeholder, loc.mixed_token
+    ph, mixed, gen = loc.not_placeholder, loc.mixed_token, loc.generated_token
     return [
         g("aws_access_key_id", "secret", rx(
             r"A(?<![A-Z0-9]A)(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|PKA|ROA|SCA)[A-Z0-9]{16}"
@@ -251,7 +255,7 @@ def _builtin_detectors(threshold: float) -> list[Detector]:
             r"|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}|(?!ant-)[A-Za-z0-9]{32,})"), mixed, v - 1,
           ("sk-",)),
         g("stripe_secret_key", "secret", rx(
-            r"[sr](?<!" + _PB + r"[sr])k_(?:live|test)_[A-Za-z0-9]{20,}" + _R), mixed, v,
+            r"[sr](?<!" + _PB + r"[sr])k_(?:live|test)_[A-Za-z0-9]{20,}" + _R), gen, v,
           ("k_live_", "k_test_")),
         d("stripe_webhook_secret", "secret", _tok("whsec_", r"[A-Za-z0-9+/=]{24,}"), ph, v,
           ("whsec_",)),
@@ -271,11 +275,11 @@ def _builtin_detectors(threshold: float) -> list[Detector]:
             r"SG\.", r"[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"), ph, v, ("sg.",)),
         g("twilio_api_key", "secret", rx(r"SK(?<![A-Za-z0-9]SK)[0-9a-f]{32}(?![A-Za-z0-9])"),
           ph, v, ("sk",)),
-        g("npm_token", "secret", _tok("npm_", r"[A-Za-z0-9]{36}"), mixed, v, ("npm_",)),
+        g("npm_token", "secret", _tok("npm_", r"[A-Za-z0-9]{36}"), gen, v, ("npm_",)),
         g("pypi_token", "secret", _tok(
             "pypi-", r"AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{50,}"), ph, v,
           ("pypi-",)),
-        g("huggingface_token", "secret", _tok("hf_", r"[A-Za-z]{34,40}"), ph, v, ("hf_",)),
+        g("huggingface_token", "secret", _tok("hf_", r"[A-Za-z0-9]{34,40}"), gen, v, ("hf_",)),
         g("digitalocean_token", "secret", rx(
             r"do(?<!" + _PB + r"do)[opr]_v1_[a-f0-9]{64}" + _R), ph, v, ("_v1_",)),
         g("shopify_token", "secret", _tok("shp", r"(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"), ph, v,
@@ -376,6 +380,15 @@ def _builtin_detectors(threshold: float) -> list[Detector]:
         d("password_assignment", "secret", rx(
             r"[Pp](?i:assword|asscode|assphrase)\s+(?:is|was)\s+" + loc.VALUE),
           _at_word_start(loc.password_prose), 60, ("pass",)),
+        # `ssh root@host with password X`, `log in using the passphrase X`
+        d("password_assignment", "secret", rx(
+            r"[WwUu](?i:ith|sing)\s+(?:(?i:the|a|its|their|his|her|my)\s+)?"
+            r"(?i:password|passcode|passphrase)\s+" + loc.VALUE),
+          _at_word_start(loc.password_prose), 60, ("pass",)),
+        # a card's or a phone's PIN, given as a number
+        d("pin_code", "secret", rx(
+            r"P(?<![A-Za-z0-9]P)(?i:IN)(?:[ \t]+(?i:code|number))?(?:[ \t]+(?i:is|was)|[ \t]*[:=])"
+            r"[ \t]*(?P<secret>\d{4,8})(?![\d.,:/-]\d)(?!\d)"), None, 60, ("pin",)),
         # command-line flags: `--password hunter2`, `--db-password=...` is covered above
         d("password_assignment", "secret", rx(
             r"--(?:[a-z]+-)*(?i:password|passwd|pass|pwd)[ \t]+" + loc.VALUE),
@@ -514,9 +527,28 @@ class SensitivityScanner:
         return tuple(sorted({det.name for det in self._detectors}))
 
     def scan(self, text: str) -> ScanReport:
-        """Find secrets and personal data in ``text``."""
+        """Find secrets and personal data in ``text`` (and in its folded form, where it
+        hides a value behind invisible characters or full-width letters:
+        :func:`~memstrata.governance.secret_values.folded`)."""
         secrets: list[tuple[Detector, int, int]] = []
         pii: list[tuple[Detector, int, int]] = []
+        self._spans(text, secrets, pii)
+        refolded = folded(text)
+        if refolded is not None:
+            plain, where = refolded
+            found: tuple[list[tuple[Detector, int, int]], ...] = ([], [])
+            self._spans(plain, *found)
+            for bucket, more in zip((secrets, pii), found, strict=True):
+                bucket.extend((det, where[s], where[e - 1] + 1) for det, s, e in more)
+        merged = _merge(secrets)
+        pii = [p for p in pii if not any(p[1] < f.end and f.start < p[2] for f in merged)]
+        merged.extend(_merge(pii))
+        merged.sort(key=lambda f: f.start)
+        return ScanReport(tuple(merged))
+
+    def _spans(self, text: str, secrets: list[tuple[Detector, int, int]],
+               pii: list[tuple[Detector, int, int]]) -> None:
+        """Every detector's spans in ``text``, into ``secrets`` and ``pii``."""
         lowered = text.lower()
         long_run = _LONG_TOKEN_RUN.search(text) is not None
         present = {h for h in self._hints if h in lowered}
@@ -525,11 +557,6 @@ class SensitivityScanner:
                     not det.hints or not present.isdisjoint(det.hints))):
                 bucket = secrets if det.kind == "secret" else pii
                 bucket.extend((det, s, e) for s, e in det.spans(text))
-        merged = _merge(secrets)
-        pii = [p for p in pii if not any(p[1] < f.end and f.start < p[2] for f in merged)]
-        merged.extend(_merge(pii))
-        merged.sort(key=lambda f: f.start)
-        return ScanReport(tuple(merged))
 
     def redact(self, text: str, report: ScanReport | None = None, *,
                redact_pii: bool = False) -> str:

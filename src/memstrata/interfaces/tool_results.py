@@ -65,7 +65,8 @@ HIT = obj({"ref": STR, "layer": STR, "excerpt": STR,
 
 RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
     "get_current_task": obj({"task": NSTR}, {"tasks": STRS, "note": STR,
-                                              "checkpoint": {"type": ["object", "null"]}}),
+                                              "checkpoint": {"type": ["object", "null"]},
+                                              "quarantined": STRS}),
     "save_checkpoint": obj({"saved": STR, "task": STR, "version": INT, "fields": STRS}),
     "close_task": obj({"closed": STR, "task": STR, "outcome": NSTR}),
     "get_durable_records": obj({"identity": {"type": "array", "items": FACT},

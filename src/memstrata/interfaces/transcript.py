@@ -59,6 +59,7 @@ from typing import Any, Literal
 
 from ..calls import checked_calls
 from ..errors import ValidationError
+from ..inputs import int_arg
 from ..tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     content_text,
@@ -146,13 +147,11 @@ class Transcript:
     ) -> None:
         if cap_unit not in ("chars", "tokens"):
             raise ValidationError(f"cap_unit must be 'chars' or 'tokens', got {cap_unit!r}")
-        if budget_tokens <= 0 or observation_cap <= 0 or keep_last < 1:
-            raise ValidationError(
-                "Transcript needs budget_tokens > 0, observation_cap > 0 and keep_last >= 1",
-                budget_tokens=budget_tokens,
-                observation_cap=observation_cap,
-                keep_last=keep_last,
-            )
+        budget_tokens = int_arg(budget_tokens, "budget_tokens", low=1)
+        observation_cap = int_arg(observation_cap, "observation_cap", low=1)
+        keep_last = int_arg(keep_last, "keep_last", low=1)
+        if summary_tokens is not None:
+            summary_tokens = int_arg(summary_tokens, "summary_tokens", low=1)
         self.budget_tokens = budget_tokens
         self.observation_cap = observation_cap
         self.cap_unit = cap_unit

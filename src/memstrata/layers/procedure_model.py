@@ -255,10 +255,20 @@ class Procedure(_Model):
 
 
 # -- pure evaluation ------------------------------------------------------
+def state_arg(state: Any) -> ProcedureState:
+    """A :class:`ProcedureState`, or a mapping of its fields."""
+    if isinstance(state, ProcedureState):
+        return state
+    if not isinstance(state, Mapping):
+        raise ValidationError(f"state must be a ProcedureState or a mapping, got "
+                              f"{type(state).__name__}",
+                              hint="e.g. {'conditions': ['tests_green'], 'done': ['build']}")
+    return build(ProcedureState, **{str(k): v for k, v in state.items()})
+
+
 def evaluate(proc: Procedure, state: ProcedureState | Mapping[str, Any]) -> StepDecision:
     """The decision for ``state``; see the module docstring for the rules and their order."""
-    if not isinstance(state, ProcedureState):
-        state = build(ProcedureState, **dict(state))
+    state = state_arg(state)
     names = {s.name for s in proc.steps}
     unknown = [d for d in state.done if d not in names]
     if unknown:
@@ -483,4 +493,5 @@ __all__ = [
     "evaluate",
     "load_procedure",
     "run_cases",
+    "state_arg",
 ]

@@ -64,6 +64,7 @@ from .procedure_model import (
     evaluate,
     load_procedure,
     run_cases,
+    state_arg,
 )
 from .selector import Selector, kept_versions, versions_where
 
@@ -285,6 +286,7 @@ class Procedures:
     def next_step(self, name: str, state: ProcedureState | Mapping[str, Any], *,
                   scope: Scope | dict[str, Any] | None = None) -> StepDecision:
         """Evaluate the active version against ``state``."""
+        state = state_arg(state)
         proc = self.active(name, scope=scope)
         if proc is None:
             raise NotFound(f"procedure {name!r} has no active version",

@@ -86,9 +86,15 @@ MIN_EVIDENCE = 0.25
 #: that neighbour, so the share is 0.3. Without a candidate with semantic evidence, such
 #: candidates are dropped: an unrelated query still returns nothing. On the LoCoMo dev
 #: split (benchmarks/research/README.md) dropping them all loses evidence: R@10 0.769
-#: against 0.783 with the share at 0.3, 0.4 or 0.5, the same as no floor at all; without
-#: vectors, 0.639 against 0.707 (shares 0.2 to 0.4 alike).
+#: against 0.783 with the share at 0.3, 0.4 or 0.5, the same as no floor at all (0.778 with
+#: 0.3 and every candidate scored with both measures, as with 0.4); without vectors, 0.639
+#: against 0.707 (shares 0.2 to 0.4 alike), where :data:`WORDS_SHARE` applies.
 NEIGHBOUR_SHARE = 0.3
+#: Without vectors, the share of the best word match a candidate's word match needs to
+#: stand beside it (:meth:`EpisodeScorer.beside_evidence`): a text holding one word of a
+#: question scores under it and stays out, a turn found through its thread context (a
+#: third of the turn that holds the words, and more) stands.
+WORDS_SHARE = 0.4
 #: The share of the query's words that is evidence even where the vector calls the text
 #: unrelated (:func:`semantic` 0: "Oh wow, good for you." for "a good recipe for banana
 #: bread", one word in four). Below it, a word match counts only where the vector does
@@ -375,8 +381,9 @@ class EpisodeScorer:
 
     def beside_evidence(self, scored: tuple[float, float, int, str]) -> bool:
         """Whether a candidate without evidence of its own stands beside the best one that
-        has it (:data:`NEIGHBOUR_SHARE`): its score against that one's, or without vectors
-        its word match against the best word match. There half a score is the text's own
+        has it: its relevance against that one's (:data:`NEIGHBOUR_SHARE`, before the
+        adjustments), or without vectors its word match against the best word match
+        (:data:`WORDS_SHARE`). There half a score is the text's own
         coverage of the query, which a turn found through its thread context alone lacks:
         it reached a third of the turn that holds the words, and a later turn never made an
         earlier one findable; a text holding one word of five keeps its weak match."""
@@ -384,7 +391,7 @@ class EpisodeScorer:
             return False
         if self.with_vectors:
             return self._relevance[scored[3]] >= NEIGHBOUR_SHARE * self.best_evident
-        return self.lex.get(scored[3], 0.0) >= NEIGHBOUR_SHARE * self.top
+        return self.lex.get(scored[3], 0.0) >= WORDS_SHARE * self.top
 
     def score(self, rid: str) -> tuple[float, float, int, str] | None:
         """``(score, uncapped, specificity, id)`` of a candidate whose parts were read (None
@@ -415,6 +422,7 @@ __all__ = [
     "NEIGHBOUR_SHARE",
     "POOL",
     "WORDS_ALONE",
+    "WORDS_SHARE",
     "WORD_SCORES",
     "W_LEXICAL",
     "W_PERIOD",

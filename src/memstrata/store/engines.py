@@ -55,7 +55,16 @@ def resolve_url(url: str | os.PathLike[str] | None) -> str:
         url = os.environ.get("MEMSTRATA_URL") or None
     if url is None:
         return f"sqlite:///{default_home() / 'memory.db'}"
-    text = os.fspath(url)
+    text = os.fspath(url) if isinstance(url, str | os.PathLike) else None
+    if not isinstance(text, str) or "\x00" in text or not text.strip():
+        raise ConfigError(f"not a store URL: {url!r}",
+                          hint="pass text: sqlite:///path/memory.db, a file path, or "
+                               "postgresql://user@host/db")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError("the store URL is not valid UTF-8 (lone surrogate)",
+                          hint="pass the URL or path as text that encodes to UTF-8") from None
     if "://" not in text:
         path = text.removeprefix("sqlite:") if text.startswith("sqlite:") else text
         if path == ":memory:":
