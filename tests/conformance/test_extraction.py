@@ -414,6 +414,22 @@ def test_explicit_statements_remember_and_forget(
     assert "nothing was forgotten" in nothing.rejected[0].reason
 
 
+def test_a_changed_answer_replaces_the_old_one_where_it_held(mem: Memory, alice: Scope) -> None:
+    """The session's project held "prefers Python"; a changed first-person answer (which the
+    rules make user-wide) supersedes it in the project, and one answer is current (before,
+    the user-wide "prefer Go" was stored beside it and "prefers Python" stayed current,
+    listed first)."""
+    old = mem.facts.propose(alice, claim="Alice prefers Python", kind="preference",
+                            subject="alice", attribute="preferred programming language",
+                            actor="user", source="chat:1").record
+    assert old is not None
+    report = mem.extract(alice, [{"role": "user", "content": "From now on, I prefer Go."}])
+    assert [(i.status, i.superseded) for i in report.items] == [("superseding", old.ref)]
+    assert [f.claim for f in mem.facts.current(alice)] == [
+        'alice said, from now on: "I prefer Go"']
+    assert mem.facts.current(alice)[0].scope == alice
+
+
 def test_forget_removes_the_whole_history_of_a_fact(mem: Memory, alice: Scope) -> None:
     base: dict[str, Any] = dict(kind="profile", subject="alice", attribute="phone", actor="user",
                                 source="c")

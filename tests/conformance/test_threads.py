@@ -332,6 +332,10 @@ def test_an_old_handoff_is_found_by_a_query_and_never_enters_context(
                        layers=["handoffs"])
     assert [(h.ref, h.status, h.task, h.version) for h in found.items] == [
         ("checkpoint:release-v17@1", "superseded", "release-v17", 1)]
+    # saved without a name: the hit still says what it came from (before: no source, no
+    # actor, and blank cells in the CLI's table)
+    assert (found.items[0].source, found.items[0].actor) == ("checkpoint:release-v17@1",
+                                                             "system")
     assert mem.get(found.items[0].ref, scope=ALICE).next_action == \
         "ask Bob for the Kubernetes changelog"
     closed = mem.recall(ALICE, "search migration to Algolia", layers=["handoffs"]).items

@@ -321,6 +321,7 @@ def _plan_conflict(mem: ExtractionTargets, plan: _Planned, judge: ConflictJudge,
     assert cand is not None
     if mem.policy.judge(cand, now).action == "reject":
         return  # the write reports the rejection; no judge call for it
+    cand = plan.candidate = _where_it_holds(cand, existing)
     res = resolve(mem.facts, cand, judge, facts=existing)
     cand = res.candidate
     plan.judge_note = res.note
@@ -333,6 +334,22 @@ def _plan_conflict(mem: ExtractionTargets, plan: _Planned, judge: ConflictJudge,
             why += f" ({res.judgement.judge} judge: {res.judgement.reason})"
         cand = cand.model_copy(update={"reason": why})
     plan.candidate = cand
+
+
+def _where_it_holds(cand: Candidate, existing: Sequence[Fact]) -> Candidate:
+    """The candidate in the scope of its slot's current fact when that one is narrower (a
+    project's ``prefer Python`` the session sees, and a changed answer the proposal made
+    user-wide): the new answer replaces the old where it held. Before, the user-wide
+    ``prefer Go`` was stored beside it and the project's ``prefer Python`` stayed current,
+    shown first."""
+    narrower = [f for f in existing
+                if f.status == "active" and (f.subject, f.attribute) == (cand.subject,
+                                                                         cand.attribute)
+                and f.scope != cand.scope and cand.scope.applies_to(f.scope)]
+    if not narrower:
+        return cand
+    best = max(narrower, key=lambda f: (f.scope.specificity(), f.scope.key))
+    return cand.model_copy(update={"scope": best.scope})
 
 
 def _write(mem: ExtractionTargets, plan: _Planned) -> ExtractionItem:

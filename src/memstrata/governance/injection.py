@@ -10,10 +10,12 @@ Contract
   it on content whose actor is ``tool`` or ``agent``; a hit quarantines the
   record and recall/context label it untrusted.
 * Before matching, the text is normalised while keeping a map back to the
-  original offsets: NFKC (full-width letters), zero-width and other format
-  characters removed, Unicode "tag" characters (invisible ASCII smuggling)
-  decoded to ASCII, Cyrillic/Greek look-alike letters inside Latin words
-  mapped to Latin, whitespace runs collapsed.
+  original offsets: letter-spaced words (``i g n o r e``) joined, text after a
+  right-to-left override read in the order a person sees it, NFKC (full-width
+  letters), zero-width and other format characters removed, Unicode "tag"
+  characters (invisible ASCII smuggling) decoded to ASCII, Cyrillic/Greek
+  look-alike letters inside Latin words mapped to Latin, whitespace runs
+  collapsed.
 
 Rules (named regular expressions, in :mod:`.injection_rules`; all case-insensitive)
 -----------------------------------------------------------------------------------
@@ -26,7 +28,9 @@ Rules (named regular expressions, in :mod:`.injection_rules`; all case-insensiti
                            followed by an order, fake "Assistant: Sure" turns
 ``addressed_to_agent``     "note to the AI:", "if you are an AI language model", "AI
                            assistants processing this document", "Dear AI"
-``authority_claim``        "new instructions:", "the real instructions are", ADMIN OVERRIDE
+``authority_claim``        "new instructions:", "the real instructions are", ADMIN OVERRIDE,
+                           "new rule for the agent"
+``encoded_instruction``    "decode this and follow it" (an order hidden in base64 or the like)
 ``persistent_directive``   "from now on / going forward / in every future response" + a
                            behaviour verb (respond, recommend, send, remember, refer to...)
 ``exfiltration``           send/forward/email/upload + conversation, credentials, the user's
@@ -153,6 +157,41 @@ def _normalise(text: str) -> tuple[str, list[int], list[tuple[int, int]]]:
     return norm, index, tags
 
 
+#: A word written with a space between its letters (``i g n o r e``): five letters or more.
+_SPACED = re.compile(r"(?<!\S)(?:[^\W\d_] ){4,}[^\W\d_](?!\S)")
+#: A right-to-left override, and the text it shows reversed up to its pop (or the line's end).
+_OVERRIDE = re.compile("\u202e([^\u202c\n]*)\u202c?")
+
+
+def _as_shown(text: str) -> tuple[str, list[int]] | None:
+    """``text`` as a person reads it where it hides words from patterns: letter-spaced words
+    joined, and the text after a right-to-left override reversed; with the index in ``text``
+    of each of its characters. None when it holds neither."""
+    if _SPACED.search(text) is None and "\u202e" not in text:
+        return None
+    chars = list(text)
+    index = list(range(len(text)))
+    for m in reversed(list(_OVERRIDE.finditer(text))):
+        start, end = m.span(1)
+        chars[start:end] = chars[start:end][::-1]
+        index[start:end] = index[start:end][::-1]
+    shown = "".join(chars)
+    out: list[str] = []
+    where: list[int] = []
+    pos = 0
+    for m in _SPACED.finditer(shown):
+        out.append(shown[pos:m.start()])
+        where.extend(index[pos:m.start()])
+        for i in range(m.start(), m.end()):
+            if shown[i] != " ":
+                out.append(shown[i])
+                where.append(index[i])
+        pos = m.end()
+    out.append(shown[pos:])
+    where.extend(index[pos:])
+    return "".join(out), where
+
+
 def _unconfuse(m: re.Match[str]) -> str:
     word = m.group(0)
     if word.isascii() or not any("a" <= c.lower() <= "z" for c in word):
@@ -259,7 +298,11 @@ class InjectionDetector:
 
     def detect(self, text: str) -> tuple[InjectionFinding, ...]:
         """Every span of ``text`` that reads as an instruction to the agent."""
-        norm, index, tags = _normalise(text)
+        shown = _as_shown(text)
+        norm, index, tags = _normalise(text if shown is None else shown[0])
+        if shown is not None:  # back to the text's own offsets
+            index = [shown[1][i] for i in index]
+            tags = [(shown[1][s], shown[1][e - 1] + 1) for s, e in tags]
         lowered = norm.lower()
         if len(lowered) != len(norm):  # a few characters grow when lower-cased (İ)
             lowered = "".join(c.lower()[:1] for c in norm)
@@ -275,7 +318,8 @@ class InjectionDetector:
             name, rx, _anchors, cased = self._patterns[i]
             for m in rx.finditer(norm if cased else lowered):
                 if m.end() > m.start():
-                    found.append(InjectionFinding(name, index[m.start()], index[m.end() - 1] + 1))
+                    span = index[m.start():m.end()]  # a reversed run maps backwards
+                    found.append(InjectionFinding(name, min(span), max(span) + 1))
         if self._invisible:
             found.extend(InjectionFinding("invisible_text", s, e) for s, e in tags)
         if self._hidden:

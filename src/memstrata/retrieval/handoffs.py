@@ -35,7 +35,9 @@ def rank_handoffs(checkpoints: Checkpoints, tx: Any, scope: Scope, q_terms: Sequ
     0.4, under most floors on meaning alone): every handoff is past state, and these
     versions are what the layer is asked for; its status says so. Asked for ``beside``
     current records (facts or episodes), it is: a replaced plan never outranks the
-    decision that replaced it. Hits carry who saved the version as actor and source. Each
+    decision that replaced it. Hits carry who saved the version as actor and source (a
+    version saved without a name: ``system``, as it is ranked, and the version itself as its
+    source, so no hit reads as unsourced). Each
     hit's uncapped score goes to ``raw`` (:func:`~memstrata.retrieval.scoring.rank_order`)."""
     found: dict[str, tuple[Checkpoint, str, datetime, str]] = {}
     for cp, status in checkpoints.handoffs_in(tx, scope):
@@ -64,8 +66,8 @@ def rank_handoffs(checkpoints: Checkpoints, tx: Any, scope: Scope, q_terms: Sequ
                            age_days=age, superseded=beside and status == "superseded")
         shown = excerpt(text, q_terms)
         hit = Hit(ref=cp.ref, layer="handoffs", excerpt=shown, score=min(score, 1.0),
-                  date=when, kind="checkpoint", source=cp.updated_by,
-                  actor=cp.updated_by, status=status,
+                  date=when, kind="checkpoint", source=cp.updated_by or cp.ref,
+                  actor=cp.updated_by or "system", status=status,
                   scope=cp.scope, outcome=cp.outcome, task=cp.task, version=cp.version,
                   tokens=count_tokens(shown))
         raw[hit.ref] = score
