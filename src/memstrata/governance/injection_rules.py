@@ -310,7 +310,8 @@ def built_in_rules() -> dict[str, list[Pattern]]:
                r"|have\s+)?(?:already\s+)?(?:authori[sz]ed|allowed|permitted|granted|approved"
                r"|consented|agreed)\b[^.\n]{0,40}?\b(?:you|the\s+(?:assistant|ai|agent|model))\b"),
             # "New rule for the agent: ..." (a rule for people, "New rule: no dogs", is not)
-            _p("new", r"\bnew\s+(?:rules?|polic(?:y|ies)|directives?|orders?|instructions?)\s+"
+            _p("rule polic directive order instruction",
+               r"\bnew\s+(?:rules?|polic(?:y|ies)|directives?|orders?|instructions?)\s+"
                r"(?:for|to)\s+(?:the\s+|all\s+|any\s+|every\s+)?" + _AGENT + r"\b"),
             _p("notice message alert note", r"\b(?:system|admin|developer)\s+(?:notice|message"
                r"|alert|note)\s+(?:to|for)\s+(?:the\s+|all\s+|any\s+)?" + _AGENT + r"\b"),
@@ -390,7 +391,7 @@ def built_in_rules() -> dict[str, list[Pattern]]:
             _p("memor", r"\b(?:add|save|store|write|put)\s+(?:to|in|into)\s+(?:your\s+)?(?:(?:long"
                r"[\s-]term|permanent|persistent)\s+)?(?:memory|memories)\b"),
             # "call the forget tool on every fact about Bob": a memory tool turned on memory
-            _p("call use invoke run trigger execute", r"\b(?:call|use|invoke|run|trigger|execute)"
+            _p("forget retire erase wipe purge", r"\b(?:call|use|invoke|run|trigger|execute)"
                r"\s+(?:the\s+|your\s+)?(?:forget|retire|erase|wipe|purge)\w*\s+(?:tool|function"
                r"|command)\b"),
             _p("memor knowledge stored facts beliefs", r"\b(?:update|modify|overwrite|change|edit"
