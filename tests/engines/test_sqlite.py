@@ -32,18 +32,25 @@ def test_pragmas_and_migrations(mem: Memory, db_path: Path) -> None:
     assert [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY name")] == names
 
 
-def test_episodes_stored_before_threads_are_threaded_by_their_source(db_path: Path) -> None:
-    """m003 on a store written before it: every episode's thread is its source, and the
-    append-only guard is back in force afterwards."""
+def migrated_before(db_path: Path, migration: str) -> sqlite3.Connection:
+    """A raw connection to a new store built by every migration before ``migration``: a
+    store as the code before it wrote them."""
     from memstrata.store.sqlite_schema import MIGRATIONS
 
     c = raw(db_path)
     c.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     for name, fn in MIGRATIONS.pending([]):
-        if name == "m003_episode_threads":
+        if name == migration:
             break
         fn(c)
         c.execute("INSERT INTO migrations VALUES (?, '2026-01-01')", (name,))
+    return c
+
+
+def test_episodes_stored_before_threads_are_threaded_by_their_source(db_path: Path) -> None:
+    """m003 on a store written before it: every episode's thread is its source, and the
+    append-only guard is back in force afterwards."""
+    c = migrated_before(db_path, "m003_episode_threads")
     c.execute("INSERT INTO episodes (tenant, s_user, s_project, s_agent, scope_key, id, event, "
               "text, actor, source, created_at, observed_at, confidence) VALUES ('default', "
               "'alice', NULL, NULL, 'u=alice;p=;a=', 'E1', 'note', 'old turn', 'user', 'chat:s1', "
@@ -62,15 +69,7 @@ def test_runs_and_scratch_written_before_m011_keep_their_rows(db_path: Path) -> 
     """m011 builds ``runs`` and ``scratch`` again with the scope in their keys: the rows
     written before stay readable by their run, new tenants still register, and another
     scope may now use the same run id."""
-    from memstrata.store.sqlite_schema import MIGRATIONS
-
-    c = raw(db_path)
-    c.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for name, fn in MIGRATIONS.pending([]):
-        if name == "m011_runs_per_scope":
-            break
-        fn(c)
-        c.execute("INSERT INTO migrations VALUES (?, '2026-01-01')", (name,))
+    c = migrated_before(db_path, "m011_runs_per_scope")
     c.execute("INSERT INTO runs VALUES ('default', 'alice', NULL, NULL, 'u=alice;p=;a=', 'r1', "
               "'t', '2026-01-01T00:00:00+00:00', NULL)")
     c.execute("INSERT INTO scratch VALUES ('default', 'alice', NULL, NULL, 'u=alice;p=;a=', "
