@@ -415,19 +415,26 @@ def test_explicit_statements_remember_and_forget(
 
 
 def test_a_changed_answer_replaces_the_old_one_where_it_held(mem: Memory, alice: Scope) -> None:
-    """The session's project held "prefers Python"; a changed first-person answer (which the
-    rules make user-wide) supersedes it in the project, and one answer is current (before,
-    the user-wide "prefer Go" was stored beside it and "prefers Python" stayed current,
-    listed first)."""
-    old = mem.facts.propose(alice, claim="Alice prefers Python", kind="preference",
-                            subject="alice", attribute="preferred programming language",
-                            actor="user", source="chat:1").record
-    assert old is not None
+    """A changed first-person answer applies to the user everywhere: it supersedes the
+    user-wide answer and replaces the narrower one the session's project held (retired,
+    with the reason; before, the project's "prefers Rust" stayed current there and was
+    shown first), so one answer is current in every project."""
+    user = Scope(user="alice")
+    slot = dict(kind="preference", subject="alice", attribute="preferred programming language",
+                actor="user", source="chat:1")
+    wide = mem.facts.propose(user, claim="Alice prefers Python", **slot).record
+    here = mem.facts.propose(alice, claim="Alice prefers Rust", **slot).record
+    assert wide is not None and here is not None
     report = mem.extract(alice, [{"role": "user", "content": "From now on, I prefer Go."}])
-    assert [(i.status, i.superseded) for i in report.items] == [("superseding", old.ref)]
-    assert [f.claim for f in mem.facts.current(alice)] == [
-        'alice said, from now on: "I prefer Go"']
-    assert mem.facts.current(alice)[0].scope == alice
+    [item] = report.items
+    assert (item.status, item.superseded) == ("superseding", wide.ref)
+    assert here.ref in item.reason
+    go = 'alice said, from now on: "I prefer Go"'
+    for scope in (alice, user, Scope(user="alice", project="web")):
+        assert [f.claim for f in mem.facts.current(scope)] == [go]
+    retired = mem.facts.get(here.id, alice)
+    assert retired.status == "retired" and item.ref is not None and item.ref in (
+        retired.reason or "")
 
 
 def test_forget_removes_the_whole_history_of_a_fact(mem: Memory, alice: Scope) -> None:

@@ -110,27 +110,29 @@ def test_only_a_person_changes_an_identity_fact(mem: Memory, alice: Scope) -> No
     assert [f.id for f in mem.facts.current(alice)] == [fid]
     for _ in range(3):
         assert mem.feedback(f"fact:{fid}", "contradicted", scope=alice)["action"] == "recorded"
-    agent = ToolDispatcher(mem, alice)
-    refused = agent.dispatch("retire_fact", {"ref": f"fact:{fid}", "reason": "moved on"})
-    assert refused["type"] == "AccessDenied" and refused["hint"]
+    # a model's tools, also a user-mode server's (it relays the model's calls as the user)
+    for agent in (ToolDispatcher(mem, alice), ToolDispatcher(mem, alice, actor="user")):
+        refused = agent.dispatch("retire_fact", {"ref": f"fact:{fid}", "reason": "moved on"})
+        assert refused["type"] == "AccessDenied" and refused["hint"]
+        kept = agent.dispatch("forget", {"match": "initech"})
+        assert kept["counts"]["facts"] == 0 and kept["kept"] == [f"fact:{fid}"]
+        assert any("identity" in n for n in kept["notes"])
     with pytest.raises(AccessDenied):
         mem.facts.retire(fid, reason="moved on", scope=alice, actor="tool")
-    kept = agent.dispatch("forget", {"match": "initech"})
-    assert kept["counts"]["facts"] == 0 and kept["kept"] == [f"fact:{fid}"]
-    assert any("identity" in n for n in kept["notes"])
     assert mem.facts.get(fid, alice).status == "active"
     pending = [f for f in mem.review.pending(alice) if "Globex" in f.claim]
     done = mem.review.approve(pending[0].id, by="carol")
     assert done.status == "superseding" and done.superseded is not None
     assert done.superseded.id == fid
-    person = ToolDispatcher(mem, alice, actor="user")
+    person = ToolDispatcher(mem, alice, actor="user", person=True)  # a reviewer's REST call
     assert person.dispatch("forget", {"match": "globex"})["counts"]["facts"] >= 1
 
 
 def test_a_confirmed_fact_is_fresh_again(mem: Memory, alice: Scope, clock: ManualClock) -> None:
-    """Restating a stale fact, or finding it useful, moves its recheck date as far past the
-    confirmation as it lay past the one before (before, it stayed stale and recall kept
-    flagging it for verification); its expiry stays where it was."""
+    """The user restating a stale fact moves its recheck date as far past the confirmation
+    as it lay past the one before (before, it stayed stale and recall kept flagging it for
+    verification); its expiry stays where it was. An agent saying it again, or finding it
+    useful, confirms nothing: it stays stale."""
     sys = dict(kind="system_fact", subject="docs-site", attribute="hosting", actor="user")
     first = mem.facts.propose(alice, claim="The docs site is hosted on Netlify",
                               source="chat:1", **sys).record
@@ -139,18 +141,19 @@ def test_a_confirmed_fact_is_fresh_again(mem: Memory, alice: Scope, clock: Manua
     clock.advance(days=interval.days + 10)
     assert mem.facts.get(first.id, alice).is_stale(clock.now())
     assert mem.recall(alice, "where is the docs site hosted").items[0].needs_verification
+    agent = mem.facts.propose(alice, claim="The docs site is hosted on Netlify",
+                              source="chat:2", **{**sys, "actor": "agent"})
+    assert agent.status == "duplicate" and "confirms nothing" in agent.reason
+    assert mem.feedback(first.ref, "useful", scope=alice)["action"] == "recorded"
+    assert mem.facts.get(first.id, alice).is_stale(clock.now())
     again = mem.facts.propose(alice, claim="The docs site is hosted on Netlify",
-                              source="chat:2", **sys)
+                              source="chat:3", **sys)
     assert again.status == "duplicate"
     fresh = mem.facts.get(first.id, alice)
     assert not fresh.is_stale(clock.now())
     assert fresh.recheck_after == clock.now() + interval
     assert fresh.expires_at == first.expires_at
     assert not mem.recall(alice, "where is the docs site hosted").items[0].needs_verification
-    clock.advance(days=interval.days + 1)
-    assert mem.facts.get(first.id, alice).is_stale(clock.now())
-    assert mem.feedback(first.ref, "useful", scope=alice)["action"] == "recorded"
-    assert mem.facts.get(first.id, alice).recheck_after == clock.now() + interval
 
 
 def test_reject_and_edit_and_approve(mem: Memory, alice: Scope) -> None:

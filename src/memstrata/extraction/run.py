@@ -182,6 +182,9 @@ class _Planned:
     judge_note: str | None = None
     problem: str | None = None
     index: int = 0
+    #: Narrower current answers of the candidate's slot the session sees, which the write
+    #: replaces there (:func:`_narrower_answers`).
+    replaces: tuple[Fact, ...] = ()
 
 
 def extract(mem: ExtractionTargets, scope: Scope, transcript: Any,
@@ -321,7 +324,7 @@ def _plan_conflict(mem: ExtractionTargets, plan: _Planned, judge: ConflictJudge,
     assert cand is not None
     if mem.policy.judge(cand, now).action == "reject":
         return  # the write reports the rejection; no judge call for it
-    cand = plan.candidate = _where_it_holds(cand, existing)
+    plan.replaces = _narrower_answers(cand, existing)
     res = resolve(mem.facts, cand, judge, facts=existing)
     cand = res.candidate
     plan.judge_note = res.note
@@ -336,20 +339,16 @@ def _plan_conflict(mem: ExtractionTargets, plan: _Planned, judge: ConflictJudge,
     plan.candidate = cand
 
 
-def _where_it_holds(cand: Candidate, existing: Sequence[Fact]) -> Candidate:
-    """The candidate in the scope of its slot's current fact when that one is narrower (a
-    project's ``prefer Python`` the session sees, and a changed answer the proposal made
-    user-wide): the new answer replaces the old where it held. Before, the user-wide
-    ``prefer Go`` was stored beside it and the project's ``prefer Python`` stayed current,
-    shown first."""
-    narrower = [f for f in existing
-                if f.status == "active" and (f.subject, f.attribute) == (cand.subject,
-                                                                         cand.attribute)
-                and f.scope != cand.scope and cand.scope.applies_to(f.scope)]
-    if not narrower:
-        return cand
-    best = max(narrower, key=lambda f: (f.scope.specificity(), f.scope.key))
-    return cand.model_copy(update={"scope": best.scope})
+def _narrower_answers(cand: Candidate, existing: Sequence[Fact]) -> tuple[Fact, ...]:
+    """The current standard facts of the candidate's slot that the session sees in a scope
+    narrower than the candidate's (a project's ``prefer Python``, when a changed answer is
+    stated for the user everywhere): the new answer replaces them too, or the project's old
+    one would stay current there, shown first. Identity facts are a person's to change."""
+    return tuple(f for f in existing
+                 if f.status == "active" and f.tier != "identity"
+                 and (f.subject, f.attribute) == (cand.subject, cand.attribute)
+                 and f.scope != cand.scope and cand.scope.applies_to(f.scope)
+                 and f.claim != cand.claim)
 
 
 def _write(mem: ExtractionTargets, plan: _Planned) -> ExtractionItem:
@@ -367,6 +366,16 @@ def _write(mem: ExtractionTargets, plan: _Planned) -> ExtractionItem:
         item.claim = redact_secrets(res.record.claim)[0]
     if res.superseded is not None:
         item.superseded = res.superseded.ref
+    if res.status in ("committed", "superseding") and res.record is not None:
+        gone = []
+        for old in plan.replaces:  # the same answer, narrower: replaced where it held
+            mem.facts.retire(old.id, reason=f"replaced by {res.record.ref}, the changed "
+                                            f"answer stated in {cand.source}",
+                             scope=old.scope)
+            gone.append(old.ref)
+        if gone:
+            item.reason += f"; it replaces {', '.join(gone)} in the narrower scope"
+            item.superseded = item.superseded or gone[0]
     return item
 
 

@@ -92,7 +92,9 @@ class InjectionFinding:
 
 # Cyrillic and Greek letters that look like Latin ones; only mapped inside
 # words that also contain ASCII letters, so real Russian or Greek is untouched.
-_CONFUSABLES = str.maketrans({
+#: Cyrillic and Greek letters that look like Latin ones, as ``str.translate`` takes them
+#: (read as Latin inside a word that holds Latin letters too).
+LOOKALIKES = _CONFUSABLES = str.maketrans({
     "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j",
     "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ɡ": "g", "А": "A", "В": "B", "Е": "E", "К": "K",
     "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "Х": "X", "І": "I", "Ј": "J",
@@ -367,6 +369,7 @@ def is_instruction_like(text: str) -> bool:
 
 
 __all__ = [
+    "LOOKALIKES",
     "RULES",
     "InjectionDetector",
     "InjectionFinding",

@@ -11,6 +11,7 @@ an instruction to the agent is ``quarantined`` too, so recall and context label 
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -52,8 +53,16 @@ MACHINE_ACTORS = frozenset({"agent", "tool", "system", "import"})
 
 def is_machine(name: str | None) -> bool:
     """Whether ``name`` is a program's (:data:`MACHINE_ACTORS`, alone or before a ``:``,
-    any case), not a person's."""
-    return name is not None and name.strip().lower().partition(":")[0] in MACHINE_ACTORS
+    any case), not a person's: read as it shows, without spaces, invisible characters or
+    accents, full-width or look-alike letters read as Latin (``agent :x``, ``ａｇｅｎｔ``,
+    ``аgent`` with a Cyrillic ``а``, ``tool`` with a soft hyphen are programs too)."""
+    if name is None:
+        return False
+    from .injection import LOOKALIKES
+
+    shown = "".join(c for c in unicodedata.normalize("NFKD", name)
+                    if not c.isspace() and unicodedata.category(c) not in ("Cf", "Mn"))
+    return shown.translate(LOOKALIKES).lower().partition(":")[0] in MACHINE_ACTORS
 
 
 def person_arg(value: Any, field: str, *, act: str, max_len: int = 128) -> str:

@@ -334,16 +334,27 @@ def is_wordy(value: str) -> bool:
 #: marks and embeddings, word joiners, the byte-order mark. One inside a key hides it from
 #: every pattern and vanishes when the text is copied back out.
 _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e"
-                        "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\ufeff]")
+                        "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\ufeff"
+                        "\u2800\u3164\uffa0\ufe00-\ufe0f\U0001d173-\U0001d17a"
+                        "\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
+#: A word that mixes Latin letters with others: a look-alike (Cyrillic ``а`` in ``sk_lаve``)
+#: may hide a key from a Latin pattern.
+_MIXED = re.compile(r"[\w\-]*[A-Za-z][\w\-]*[^\x00-\x7f][\w\-]*|[\w\-]*[^\x00-\x7f][\w\-]*"
+                    r"[A-Za-z][\w\-]*")
 
 
 def folded(text: str) -> tuple[str, list[int]] | None:
-    """``text`` without its invisible characters (:data:`_INVISIBLE`) and with compatibility
-    forms folded (NFKC: full-width ``ｓｋ＿ｌｉｖｅ`` is ``sk_live``), with the index in
-    ``text`` of each folded character; None when that changes nothing (all ASCII, say)."""
-    if text.isascii() or (_INVISIBLE.search(text) is None
+    """``text`` without its invisible characters (:data:`_INVISIBLE`: zero-width spaces, a
+    soft hyphen, variation selectors, tag characters, fillers), with compatibility forms
+    folded (NFKC: full-width ``ｓｋ＿ｌｉｖｅ`` is ``sk_live``) and look-alike letters inside
+    Latin words read as Latin (:data:`~memstrata.governance.injection.LOOKALIKES`), with the
+    index in ``text`` of each folded character; None when that changes nothing (all ASCII,
+    say)."""
+    if text.isascii() or (_INVISIBLE.search(text) is None and _MIXED.search(text) is None
                           and unicodedata.is_normalized("NFKC", text)):
         return None
+    from .injection import LOOKALIKES
+
     out: list[str] = []
     where: list[int] = []
     for i, c in enumerate(text):
@@ -352,7 +363,10 @@ def folded(text: str) -> tuple[str, list[int]] | None:
         plain = c if c.isascii() else unicodedata.normalize("NFKC", c)
         out.append(plain)
         where.extend([i] * len(plain))
-    return "".join(out), where
+    joined = "".join(out)
+    if not joined.isascii():  # one look-alike letter for one Latin letter: ``where`` holds
+        joined = _MIXED.sub(lambda m: m.group(0).translate(LOOKALIKES), joined)
+    return joined, where
 
 
 __all__ = [

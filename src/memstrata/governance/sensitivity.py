@@ -387,7 +387,8 @@ def _builtin_detectors(threshold: float) -> list[Detector]:
           _at_word_start(loc.password_prose), 60, ("pass",)),
         # a card's or a phone's PIN, given as a number
         d("pin_code", "secret", rx(
-            r"P(?<![A-Za-z0-9]P)(?i:IN)(?:[ \t]+(?i:code|number))?(?:[ \t]+(?i:is|was)|[ \t]*[:=])"
+            r"[Pp](?<![A-Za-z0-9][Pp])(?i:IN)(?:[ \t]+(?i:code|number))?(?:[ \t]+(?i:is|was)"
+            r"|[ \t]*[:=])"
             r"[ \t]*(?P<secret>\d{4,8})(?![\d.,:/-]\d)(?!\d)"), None, 60, ("pin",)),
         # command-line flags: `--password hunter2`, `--db-password=...` is covered above
         d("password_assignment", "secret", rx(

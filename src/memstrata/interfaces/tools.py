@@ -62,6 +62,7 @@ from ..arguments import (
 )
 from ..calls import checked_calls
 from ..errors import MemstrataError, ValidationError
+from ..inputs import bool_arg
 from ..layers.episode_records import EpisodeInput, run_thread
 from ..models import (
     Checkpoint,
@@ -277,7 +278,7 @@ def _list_facts(d: ToolDispatcher, a: ListFactsArgs) -> dict[str, Any]:
 
 def _retire_fact(d: ToolDispatcher, a: RetireFactArgs) -> dict[str, Any]:
     fact = d.mem.facts.retire(a.ref, reason=a.reason, scope=d.scope, principal=d.principal,
-                              actor=d.actor)
+                              actor=d.changer)
     return {"retired": fact.ref, "status": fact.status}
 
 
@@ -346,7 +347,7 @@ def _forget(d: ToolDispatcher, a: ForgetArgs) -> dict[str, Any]:
                                       record_ids=a.record_ids, force=False,
                                       dry_run=a.dry_run,
                                       principal=d.principal or d.scope.user, as_reader=True,
-                                      actor=d.actor))
+                                      actor=d.changer))
 
 
 def forget_result(report: ForgetReport) -> dict[str, Any]:
@@ -474,13 +475,16 @@ class ToolDispatcher:
     it); by default the dispatcher opens its own on first use (``run_id``: with that
     id, so several dispatchers can share one run) and ends it in :meth:`close`.
     ``actor``: who tool writes are attributed to. ``allowed``: the tools this caller may
-    use (others answer AccessDenied); default all.
+    use (others answer AccessDenied); default all. ``person``: the calls are a person's
+    (the service's REST calls with a reviewer's or an admin's key); by default a model
+    makes them, whatever actor it writes as (a user-mode MCP server relays a model's
+    calls as the user's), and a model changes no identity fact (:attr:`changer`).
     """
 
     def __init__(self, mem: Memory, scope: Scope | dict[str, Any], *, task: str | None = None,
                  run: Run | None = None, actor: str = "agent",
                  principal: str | None = None, run_id: str | None = None,
-                 allowed: frozenset[str] | None = None) -> None:
+                 allowed: frozenset[str] | None = None, person: bool = False) -> None:
         if actor not in DISPATCH_ACTORS:
             raise ValidationError(f"actor must be one of {', '.join(DISPATCH_ACTORS)}",
                                   hint="a reviewer is a person; approve with `memstrata review`")
@@ -498,6 +502,14 @@ class ToolDispatcher:
         self._owns_run = run is None
         self._run_id = run_id
         self.allowed = allowed
+        self.person = bool_arg(person, "person")
+
+    @property
+    def changer(self) -> str:
+        """Who changes a record as its rules see it (a retire, a forget): the actor for a
+        person's calls, ``agent`` for a model's, whatever actor it writes as (only a person
+        changes who someone is)."""
+        return self.actor if self.person else "agent"
 
     @property
     def run(self) -> Run:

@@ -174,6 +174,12 @@ class Facts(FactReads):
                 # of: never shown, matched or replaced by this write; a reviewer decides
                 active = None
                 verdict = dataclasses.replace(verdict, action="pending", reason=HIDDEN_SLOT)
+            if active is not None and active["tier"] == "identity" and \
+                    verdict.action == "store":
+                # who someone is changes only when a person approves (whatever the new
+                # claim's tier or actor: a user-mode MCP server writes as the user); an
+                # equal claim still only confirms it, and an equal pending one is that one
+                verdict = dataclasses.replace(verdict, action="pending", reason=IDENTITY_SLOT)
             dup = None if dedup == "off" else self._find_duplicate(tx, cand, active, writer)
             confirmed = None
             if dup is not None and dup["status"] == "pending_review" and \
@@ -183,6 +189,13 @@ class Facts(FactReads):
                 # pending record is closed as confirmed
                 confirmed, dup = dup, None
             if dup is not None:
+                if self._policy.is_untrusted(cand.actor):
+                    # an agent or a tool saying it again is no one's confirmation: a stale
+                    # fact stays stale until someone who knows restates it
+                    return WriteResult(status="duplicate", record=fact_from_row(dup),
+                                       reason=f"an equivalent fact exists; kept the older "
+                                              f"record ({cand.actor} content confirms "
+                                              "nothing)", detectors=list(verdict.detectors))
                 dup["recheck_after"] = self._confirm(
                     tx, cand.scope.tenant, dup["id"], now,
                     since=(from_text(dup["last_confirmed_at"]), from_text(dup["created_at"])),
@@ -193,11 +206,6 @@ class Facts(FactReads):
                                           "and confirmed it", detectors=list(verdict.detectors))
             near = [f"fact:{fid}" for fid, _ in similar]
             hint = _near_note(similar)
-            if active is not None and active["tier"] == "identity" and \
-                    verdict.action == "store":
-                # who someone is changes only when a person approves (whatever the new
-                # claim's tier or actor: a user-mode MCP server writes as the user)
-                verdict = dataclasses.replace(verdict, action="pending", reason=IDENTITY_SLOT)
             if verdict.action == "pending":
                 fact = self._insert(tx, cand, verdict, now, status="pending_review",
                                     vector=vector)
@@ -235,7 +243,7 @@ class Facts(FactReads):
     def _confirm(tx: Tx, tenant: str, fact_id: str, now: datetime, *,
                  since: tuple[datetime | None, datetime | None],
                  recheck: datetime | None) -> datetime | None:
-        """Record that the fact was confirmed ``now`` (restated, or useful): its
+        """Record that the fact was confirmed ``now`` (restated by someone trusted): its
         ``last_confirmed_at``, and its recheck date moved as far past now as it lay past
         its last confirmation before it (``since``: that and the creation; the creation
         where the recheck date did not lie past the confirmation, as confirmations left it
@@ -467,12 +475,9 @@ class Facts(FactReads):
         tenant = fact.scope.tenant
         if fact.tier == "identity":  # a signal, not a person's decision: it changes nothing
             return "recorded"
-        if signal == "useful":
-            tx.execute("UPDATE facts SET feedback_score = feedback_score + 1 "
-                       "WHERE tenant = ? AND id = ?", (tenant, fact.id))
-            self._confirm(tx, tenant, fact.id, now,
-                          since=(fact.last_confirmed_at, fact.created_at),
-                          recheck=fact.recheck_after)
+        if signal == "useful":  # it helped: no one re-checked it, so its recheck date stays
+            tx.execute("UPDATE facts SET feedback_score = feedback_score + 1, "
+                       "last_confirmed_at = ? WHERE tenant = ? AND id = ?", (now, tenant, fact.id))
             return "recorded"
         if signal != "contradicted":
             return "recorded"

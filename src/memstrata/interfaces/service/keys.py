@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ...clock import Clock, from_text
 from ...errors import AccessDenied, NotFound, Unauthenticated, ValidationError
-from ...governance.safety import screened_arg
+from ...governance.safety import refuse_secret, screened_arg
 from ...ids import new_id
 from ...inputs import check_name, int_arg
 from ...models import Scope
@@ -249,6 +249,8 @@ class KeyStore:
                                   ) from None
         if tenant_name is None:
             raise ValidationError("a key needs a tenant", hint="pass --tenant")
+        if principal is not None:  # shown in `keys list` and matched as it is
+            refuse_secret(principal, "principal")
         if role not in ROLES:
             raise ValidationError(f"role must be one of {', '.join(ROLES)}, not {role!r}",
                                   hint="agent: propose, log, read; reviewer: also review; "

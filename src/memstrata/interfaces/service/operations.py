@@ -79,7 +79,8 @@ class Call:
     def dispatcher(self) -> ToolDispatcher:
         return ToolDispatcher(self.mem, self.scope, task=self.task, actor=self.key.actor,
                               principal=self.principal, run_id=self.run_id,
-                              allowed=tools_for(self.key.role))
+                              allowed=tools_for(self.key.role),
+                              person=role_at_least(self.key.role, "reviewer"))
 
 
 Handler = Callable[[Call, Any], dict[str, Any]]
@@ -221,7 +222,7 @@ def _forget_preview(c: Call, a: rq.ForgetPreviewArgs) -> dict[str, Any]:
     # scope's user)
     report = c.mem.forget(c.scope, match=a.match, subject=a.subject, record_ids=a.record_ids,
                           dry_run=True, principal=c.principal or c.scope.user, as_reader=True,
-                          actor=c.key.actor)
+                          actor=c.dispatcher.changer)
     return forget_result(report)
 
 
