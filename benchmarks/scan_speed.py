@@ -9,7 +9,11 @@ texts of three kinds:
   concatenated (hashes, UUIDs, placeholders, key names: every pre-filter
   hint present, the worst realistic case),
 - ``docs``: chunks of the Markdown/reST/text files installed in this
-  interpreter's site-packages (real third-party documentation).
+  interpreter's site-packages (real third-party documentation),
+- ``runs``: long runs that make a careless pattern backtrack (a base64 blob, a
+  letter-spaced line, a value after "password is") inside text that is not all
+  ASCII, so the folded form is read too: each must cost what prose costs (a
+  look-alike pattern with nested repetition took 30 s on 3,000 characters).
 
 With ``--docs-scan`` it also runs both detectors over every such file (split
 into chunks of about 1,500 characters, like tool observations) and reports
@@ -148,6 +152,13 @@ def _docs_scan(files: list[Path]) -> dict[str, Any]:
     }
 
 
+def _runs() -> list[str]:
+    """Texts of :data:`SIZE` characters that are one long run each (see the docstring)."""
+    n = SIZE - 20
+    return ["Café notes: " + "QUJD" * (n // 4), "Café: " + "a " * (n // 2),
+            "Passwort, password is " + "x" * n, "Café " + "sk_live_" + "A1" * (n // 2)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "bench-results" / "scan_speed.json"))
@@ -161,6 +172,7 @@ def main() -> None:
         "prose": [_prose(rng) for _ in range(20)],
         "dense": [_dense()],
         "docs": _docs(files, 200) or [_prose(rng)],
+        "runs": _runs(),
     }
     results: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -19,6 +19,8 @@ import re
 import unicodedata
 from collections import Counter
 
+from .injection import LOOKALIKES
+
 
 def shannon_entropy(value: str) -> float:
     """Shannon entropy of ``value`` in bits per character (0 for the empty string)."""
@@ -337,10 +339,19 @@ _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e"
                         "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\ufeff"
                         "\u2800\u3164\uffa0\ufe00-\ufe0f\U0001d173-\U0001d17a"
                         "\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
-#: A word that mixes Latin letters with others: a look-alike (Cyrillic ``а`` in ``sk_lаve``)
-#: may hide a key from a Latin pattern.
-_MIXED = re.compile(r"[\w\-]*[A-Za-z][\w\-]*[^\x00-\x7f][\w\-]*|[\w\-]*[^\x00-\x7f][\w\-]*"
-                    r"[A-Za-z][\w\-]*")
+#: A word, for :func:`_mixed` (one pass, no nested repetition: a long run is read once).
+_WORD_RUN = re.compile(r"[\w\-]+")
+
+
+def _mixed(word: str) -> bool:
+    """Whether ``word`` mixes Latin letters with others: a look-alike (Cyrillic ``а`` in
+    ``sk_lаve``) may hide a key from a Latin pattern."""
+    return not word.isascii() and any("a" <= c.lower() <= "z" for c in word)
+
+
+def _unmixed(m: re.Match[str]) -> str:
+    word = m.group(0)
+    return word.translate(LOOKALIKES) if _mixed(word) else word
 
 
 def folded(text: str) -> tuple[str, list[int]] | None:
@@ -350,11 +361,10 @@ def folded(text: str) -> tuple[str, list[int]] | None:
     Latin words read as Latin (:data:`~memstrata.governance.injection.LOOKALIKES`), with the
     index in ``text`` of each folded character; None when that changes nothing (all ASCII,
     say)."""
-    if text.isascii() or (_INVISIBLE.search(text) is None and _MIXED.search(text) is None
+    if text.isascii() or (_INVISIBLE.search(text) is None
+                          and not any(map(_mixed, _WORD_RUN.findall(text)))
                           and unicodedata.is_normalized("NFKC", text)):
         return None
-    from .injection import LOOKALIKES
-
     out: list[str] = []
     where: list[int] = []
     for i, c in enumerate(text):
@@ -365,7 +375,7 @@ def folded(text: str) -> tuple[str, list[int]] | None:
         where.extend([i] * len(plain))
     joined = "".join(out)
     if not joined.isascii():  # one look-alike letter for one Latin letter: ``where`` holds
-        joined = _MIXED.sub(lambda m: m.group(0).translate(LOOKALIKES), joined)
+        joined = _WORD_RUN.sub(_unmixed, joined)
     return joined, where
 
 
