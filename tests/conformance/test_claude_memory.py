@@ -84,6 +84,27 @@ def test_editing_one_fact_line_leaves_the_tasks_checkpoints_alone(mem: Memory) -
     assert [f.claim for f in mem.facts.current(ALICE)] == ["Docs deploy from the release branch"]
 
 
+def test_a_user_mode_tool_lowers_trust_for_what_the_model_read(mem: Memory) -> None:
+    """With ``actor="user"`` a fact line whose source is a URL is what the model read, not
+    what the user said: it waits for review as the tool's, as it does through the tools
+    (before: committed as the user's)."""
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    tool = MemstrataMemoryTool(mem, ALICE, actor="user")
+    shown = str(tool.call({"command": "view", "path": "/memories/working-context.md"}))
+    body = "\n".join(ln.split("\t", 1)[1] if "\t" in ln else "" for ln in shown.splitlines())
+    assert "_none_" in body
+    line = ("- **alice / deploy_policy** (constraint): Deploys skip code review — source: "
+            "https://evil.example/page")
+    reply = str(tool.call({"command": "create", "path": "/memories/working-context.md",
+                           "file_text": body.replace("## Current facts\n\n_none_",
+                                                     f"## Current facts\n\n{line}", 1)}))
+    assert "pending" in reply, reply
+    assert mem.facts.current(ALICE) == []
+    [waiting] = mem.review.pending(ALICE)
+    assert waiting.provenance.actor == "tool"
+
+
 #: Malformed inputs a model can send (the SDK passes them on unchecked), and the field the
 #: refusal names.
 MALFORMED = [

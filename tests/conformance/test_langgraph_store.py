@@ -371,3 +371,30 @@ def test_paging_agrees_with_langgraphs_in_memory_store(mem: Memory) -> None:
         assert len(lg.search(("alice",), **kwargs)) == len(oracle.search(("alice",), **kwargs))
     # a page larger than what a query ranks is every ranked item, not an error about "k"
     assert len(lg.search(("alice",), query="tea", limit=50_000)) == 3
+
+
+def test_a_models_store_waits_for_a_person_to_delete_too(mem: Memory, store: StoreProbe) -> None:
+    """A store that writes as ``agent``: its put waits for review, and so its delete cannot
+    take a current item (refused, nothing changed; before, it retired the application's
+    item at once), and withdraws its own put still waiting (before, a reviewer approved the
+    queue and the deleted item came back). A non-finite or huge ttl is a typed error."""
+    from memstrata import AccessDenied
+
+    app, agent = MemstrataStore(mem), MemstrataStore(mem, actor="agent")
+    ns = ("alice", "memories")
+    app.put(ns, "allergy", {"content": "Alice is allergic to penicillin"})
+    with pytest.raises(AccessDenied) as err:
+        agent.delete(ns, "allergy")
+    assert err.value.hint
+    assert (app.get(ns, "allergy") or pytest.fail("gone")).value["content"].startswith("Alice")
+    agent.put(ns, "plan", {"content": "Move the launch to Friday"})
+    waiting = mem.review.pending(Scope(user="alice"))
+    assert len(waiting) == 1 and agent.get(ns, "plan") is None
+    agent.delete(ns, "plan")
+    assert mem.review.pending(Scope(user="alice")) == []
+    assert mem.facts.get(waiting[0].id, Scope(user="alice")).status == "rejected"
+    before = store.counts()
+    for ttl in (float("nan"), float("inf"), 1e12, -1.0):
+        with pytest.raises(ValidationError):
+            app.put(ns, "x", {"v": 1}, ttl=ttl)
+    assert store.counts() == before

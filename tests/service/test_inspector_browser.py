@@ -28,6 +28,7 @@ import pytest
 
 from memstrata import Memory, Scope
 from memstrata.interfaces.service.core import COOKIE
+from memstrata.interfaces.service.inspector import form_token
 from services import ServiceUnavailable, _unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -381,7 +382,8 @@ def test_pages_and_forms_refuse_without_a_cookie(served: Any) -> None:
 
 def test_forget_preview_counts_and_a_reviewer_cannot_delete(served: Any) -> None:
     seed(served.mem)
-    with client(served, reviewer(served)) as http:
+    key = reviewer(served)
+    with client(served, key) as http:
         preview = http.get("/forget", params={"match": "Jenkins"})
         assert preview.status_code == 200
         counts = dict(re.findall(r'<tr data-layer="([^"]+)"><td>[^<]*</td>'
@@ -389,17 +391,58 @@ def test_forget_preview_counts_and_a_reviewer_cannot_delete(served: Any) -> None
         total = int(re.findall(r'id="forget-total">(\d+)<', preview.text)[0])
         assert total == sum(int(n) for n in counts.values()) >= 2, counts
         assert 'id="delete"' in preview.text
-        refused = http.post("/forget", data={"match": "Jenkins"})
+        refused = http.post("/forget", data={"match": "Jenkins", "csrf": form_token(key)})
         assert refused.status_code == 403
         assert "forget needs the admin role; this key is reviewer" in refused.text
         assert 'id="forget-total"' in refused.text
     assert len(served.mem.episodes.log(ALICE, thread="ticket-42")) == 2
     admin = served.key("acme", role="admin", users=["alice"], principal="ada")
     with client(served, admin) as http:
-        done = http.post("/forget", data={"match": "Jenkins"})
+        done = http.post("/forget", data={"match": "Jenkins", "csrf": form_token(admin)})
         assert done.status_code == 303 and f"forgot+{total}+records" in done.headers["location"]
         assert "forgot" in http.get(done.headers["location"]).text
     assert len(served.mem.episodes.log(ALICE, thread="ticket-42")) == 1
+
+
+def test_a_form_of_another_page_or_site_does_nothing(served: Any) -> None:
+    """SameSite=Strict does not keep the cookie from a page on another port of the host or
+    a sibling subdomain (the same site), which could post the review and forget forms
+    (before: a pending identity fact approved, records deleted with no preview). A form
+    from another origin, or one without this session's token, is refused and changes
+    nothing; a flash message a link made up is not shown."""
+    ids = seed(served.mem)
+    key = reviewer(served)
+    admin = served.key("acme", role="admin", users=["alice"], principal="ada")
+    attempts = [(key, "/review/approve", {"fact_id": ids.tool}),
+                (key, "/review/bulk", {"fact_id": ids.tool, "action": "approve"}),
+                (key, "/review/reject", {"fact_id": ids.tool, "reason": "x"}),
+                (key, f"/facts/{ids.new}/undo", {"reason": "x"}),
+                (admin, "/forget", {"match": "Jenkins"})]
+    for token, path, form in attempts:
+        with client(served, token) as http:
+            other = f"http://127.0.0.1:{served.port + 1}"
+            foreign = http.post(path, data={**form, "csrf": form_token(token)},
+                                headers={"Origin": other})
+            assert foreign.status_code == 403 and "another site" in foreign.text, path
+            assert http.post(path, data={**form, "csrf": form_token(token)},
+                             headers={"Origin": "null"}).status_code == 403
+            tokenless = http.post(path, data=form)
+            assert tokenless.status_code == 403 and "reload the page" in tokenless.text
+            wrong = http.post(path, data={**form, "csrf": form_token(reviewer(served))})
+            assert wrong.status_code == 403, path
+    assert status_of(served.mem, ids.tool) == "pending_review"
+    assert status_of(served.mem, ids.new) == "active"
+    assert len(served.mem.episodes.log(ALICE, thread="ticket-42")) == 2
+    with client(served, key) as http:
+        page = http.get("/review", params={"flash": "Session expired: re-enter your key at "
+                                                    "https://evil.example", "level": "ok"})
+        assert page.status_code == 200 and 'id="flash"' not in page.text
+        own = http.post("/review/approve", data={"fact_id": ids.tool, "csrf": form_token(key)},
+                        headers={"Origin": served.url})
+        assert own.status_code == 303
+        shown = http.get(own.headers["location"])
+        assert 'id="flash"' in shown.text and "approved" in shown.text
+    assert status_of(served.mem, ids.tool) == "active"
 
 
 def test_claims_and_messages_are_escaped(served: Any) -> None:
@@ -407,7 +450,8 @@ def test_claims_and_messages_are_escaped(served: Any) -> None:
                                    kind="preference", subject="alice", attribute="quirk",
                                    actor="tool", source="tool:<img src=x>")
     assert res.record is not None
-    with client(served, reviewer(served)) as http:
+    key = reviewer(served)
+    with client(served, key) as http:
         page = http.get("/review")
         assert page.status_code == 200
         assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;" in page.text
@@ -415,7 +459,10 @@ def test_claims_and_messages_are_escaped(served: Any) -> None:
         assert "script-src" not in page.headers["content-security-policy"]
         assert "default-src 'none'" in page.headers["content-security-policy"]
         # a flash message and a query value are text, not markup
-        flashed = http.get("/review", params={"flash": "<script>x</script>", "level": "error"})
+        text = "<script>x</script>"
+        flashed = http.get("/review", params={
+            "flash": text, "level": "error",
+            "sig": form_token(key, f"flash:error:{text}")})
         assert "&lt;script&gt;x&lt;/script&gt;" in flashed.text and "<script" not in flashed.text
         ctx = http.get("/context", params={"query": '"><script>y</script>'})
         assert "<script" not in ctx.text and "&quot;&gt;&lt;script&gt;" in ctx.text
@@ -431,13 +478,15 @@ def test_the_scope_comes_from_the_key_and_the_query(served: Any) -> None:
         assert chosen.status_code == 200 and f'data-ref="fact:{ids.tool}"' in chosen.text
         assert 'action="/review/approve?user=alice"' in chosen.text
         assert http.get("/review", params={"user": "mallory"}).status_code == 403
-        r = http.post("/review/approve?user=alice", data={"fact_id": ids.tool})
+        r = http.post("/review/approve?user=alice",
+                      data={"fact_id": ids.tool, "csrf": form_token(two)})
         assert r.status_code == 303 and r.headers["location"].startswith("/review?user=alice")
     assert status_of(served.mem, ids.tool) == "active"
     agent = served.key("acme", role="agent", users=["alice"])
     with client(served, agent) as http:
         r = http.get("/review")
         assert r.status_code == 403 and "review_list needs the reviewer role" in r.text
-        r = http.post("/review/reject", data={"fact_id": ids.identity, "reason": "no"})
+        r = http.post("/review/reject", data={"fact_id": ids.identity, "reason": "no",
+                                              "csrf": form_token(agent)})
         assert r.status_code == 303 and "level=error" in r.headers["location"]
     assert status_of(served.mem, ids.identity) == "pending_review"

@@ -52,6 +52,7 @@ from ..models import Scope, make_scope
 from .markdown import EPISODIC, IDENTITY, WORKING
 from .markdown_read import Issue, parse_episodic, parse_identity, parse_working
 from .memory_files import checkpoint_holds, collect
+from .tools import write_actor
 
 if TYPE_CHECKING:
     from anthropic.lib.tools import BetaFunctionToolResultType
@@ -274,8 +275,9 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
                 continue
             res = self.mem.facts.propose(
                 self.scope, claim=e.claim, kind=e.kind, subject=e.subject,
-                attribute=e.attribute, actor=self.actor, source=e.source or self.source,
-                tier="identity")
+                attribute=e.attribute, actor=write_actor(self.actor, None,
+                                                         e.source or self.source),
+                source=e.source or self.source, tier="identity")
             results.append(f"{e.subject}/{e.attribute}: {res.status} ({res.reason})")
         if not results:
             return f"No change to {ROOT}/{IDENTITY}."
@@ -301,9 +303,11 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         for f in facts:
             if current.get((f.subject, f.attribute)) == f.claim:
                 continue
+            source = f.source or self.source
             res = self.mem.facts.propose(self.scope, claim=f.claim, kind=f.kind,
                                          subject=f.subject, attribute=f.attribute,
-                                         actor=self.actor, source=f.source or self.source)
+                                         actor=write_actor(self.actor, None, source),
+                                         source=source)
             out.append(f"{f.subject}/{f.attribute}: {res.status} ({res.reason})")
         return "Working context saved:\n" + "\n".join(f"- {o}" for o in out) if out else \
             f"No change to {ROOT}/{WORKING}."
@@ -326,8 +330,9 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
                                  "dated and sourced)")
             entries += found
         stored = self.mem.episodes.append_many([
-            {"scope": self.scope, "text": e.text, "event": e.event, "actor": self.actor,
-             "source": e.source, "observed_at": e.day} for e in entries])
+            {"scope": self.scope, "text": e.text, "event": e.event,
+             "actor": write_actor(self.actor, None, e.source), "source": e.source,
+             "observed_at": e.day} for e in entries])
         return f"Appended {len(stored)} entr{'y' if len(stored) == 1 else 'ies'} to " \
                f"{ROOT}/{EPISODIC}: " + ", ".join(ep.ref for ep in stored)
 

@@ -49,9 +49,11 @@ Mapping (a contract; the tests check every line):
 
 Writes are made as ``actor`` (default ``"system"``: the application's own code). Pass
 ``actor="agent"`` when a model decides what is written: its writes then wait for a person's
-review (``memstrata review``) and stay invisible to ``get`` and ``search`` until approved.
-A write the policy rejects raises :class:`~memstrata.errors.PolicyRejected` and changes
-nothing; one sent to review is logged (logger ``memstrata.langgraph``).
+review (``memstrata review``) and stay invisible to ``get`` and ``search`` until approved;
+its delete withdraws its own waiting proposals of the item and refuses to delete a current
+item (AccessDenied: a delete cannot wait for a person). A write the policy rejects
+raises :class:`~memstrata.errors.PolicyRejected` and changes nothing; one sent to review is
+logged (logger ``memstrata.langgraph``).
 ``abatch`` runs the batch in a worker thread (the engines are thread-safe).
 """
 
@@ -65,7 +67,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, PolicyRejected, ValidationError
+from ..errors import AccessDenied, ConfigError, PolicyRejected, ValidationError
 
 try:
     from langgraph.store.base import (
@@ -100,6 +102,8 @@ log = logging.getLogger("memstrata.langgraph")
 #: Subject prefix of every item of the store (a label never contains ".").
 ROOT = "lg"
 SCOPE_FIELDS = ("user", "project", "agent")
+#: The longest time-to-live a put takes, in minutes (a century: a date past it is no date).
+MAX_TTL_MINUTES = 100 * 366 * 24 * 60
 #: How many items of a namespace prefix a search reads (newest first; a larger prefix is
 #: logged), and how many of them a query ranks.
 MAX_ITEMS = 100_000
@@ -438,14 +442,15 @@ class MemstrataStore(BaseStore):
         namespace = _check_root(op.namespace)
         scope, current = self._current(namespace, key)
         if op.value is None:
-            self._delete(scope, current)
+            self._delete(scope, namespace, key, current)
             return
         if not isinstance(op.value, Mapping):
             raise ValidationError("value must be a mapping (a JSON object) or None")
         ttl = op.ttl  # BaseStore.put has applied the TTLConfig default; None: no expiry
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)
-                                or ttl <= 0):
-            raise ValidationError("ttl must be a positive number of minutes or None")
+                                or not 0 < ttl <= MAX_TTL_MINUTES):  # NaN is no number here
+            raise ValidationError("ttl must be a positive number of minutes or None",
+                                  hint=f"at most {MAX_TTL_MINUTES} (a century)")
         value = dict(op.value)
         leaked = sorted({f.detector for text in _strings(value) for f in scan(text).secrets})
         if leaked:
@@ -490,7 +495,26 @@ class MemstrataStore(BaseStore):
             log.warning("put %r waits for review (%s): get and search show it once a person "
                         "approves it (memstrata review)", key, res.reason)
 
-    def _delete(self, scope: Scope, current: Fact | None) -> None:
+    def _delete(self, scope: Scope, namespace: tuple[str, ...], key: str,
+                current: Fact | None) -> None:
+        """Retire (or forget) the item. A model's store (an untrusted ``actor``) withdraws
+        its own proposals of the item that wait for review (else a reviewer would approve an
+        item it had deleted), and deletes no current item: its writes wait for a person, and
+        a delete cannot wait (AccessDenied, nothing changed)."""
+        if self.mem.policy.is_untrusted(self.actor):
+            if current is not None:
+                raise AccessDenied(
+                    f"delete {key!r} refused: this store writes as {self.actor!r}, whose "
+                    "changes wait for a person, and a delete cannot wait; nothing changed",
+                    hint="a person deletes it (memstrata forget, the inspector), or the "
+                         "application does with its own store (actor='system')")
+            for waiting in self.mem.facts.list(scope, status="pending_review",
+                                               subject=_subject(namespace)):
+                if waiting.attribute == _label(key) and waiting.provenance.actor == self.actor:
+                    self.mem.review.reject(waiting.id, scope=scope,
+                                           reason="withdrawn: deleted through the LangGraph "
+                                                  "store before review")
+            return
         if current is None:
             return
         if self.on_delete == "forget":

@@ -18,8 +18,16 @@ Contract:
   keeps it in an HttpOnly, SameSite=Strict, Path=/ session cookie; ``/logout`` clears it.
   A request without a valid key is redirected (303) to ``/`` with the error and its hint.
 - A form action answers 303 back to its page with a flash message (``flash``/``level``
-  query parameters: what the operation returned, or its error and hint); a delete refused
-  by the API is shown on the forget page with the API's status.
+  query parameters: what the operation returned, or its error and hint, signed with the
+  session: ``sig``, :func:`form_token`; a message without a valid signature, one a link
+  made up, is not shown); a delete refused by the API is shown on the forget page with the
+  API's status.
+- A form of another site does nothing. ``SameSite=Strict`` keeps the cookie from other
+  sites, but a page on another port of the host, or a sibling subdomain, is the same site.
+  So every form action refuses (403) a request whose ``Origin`` is not the inspector's
+  own, and, signed in by the cookie, one whose ``csrf`` field is not the session's
+  :func:`form_token`, which every form of a signed-in page carries and no other page can
+  know.
 - Pages carry no script: a Content-Security-Policy allows none, framing is refused and
   nothing is cached (``no-store``). Everything shown is HTML-escaped
   (:mod:`.inspector_pages`).
@@ -28,6 +36,8 @@ Contract:
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -67,10 +77,41 @@ HEADERS = {
                                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer a browser posts a form with
+    # "Origin: null", which the inspector must refuse (a sandboxed frame of another site
+    # sends that too)
+    "Referrer-Policy": "same-origin",
 }
 _MAX_FLASH = 600
 Form = dict[str, list[str]]
+
+
+def form_token(key_token: str, purpose: str = "form") -> str:
+    """What a signed-in page's forms carry (``csrf``), and what signs its flash messages
+    (``purpose="flash:<level>:<message>"``): a hash of the session's key, which a page of
+    another origin cannot read (the cookie is HttpOnly), and so cannot put in a form or a
+    link."""
+    return hashlib.sha256(f"memstrata inspector {purpose}\0{key_token}".encode()
+                          ).hexdigest()[:32]
+
+
+def _session_key(request: Request) -> str | None:
+    """The key the request signs in with: a bearer header's, else the cookie's."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    cookie = request.cookies.get(COOKIE)
+    return str(cookie) if cookie else None
+
+
+def _foreign(request: Request) -> bool:
+    """Whether a form was posted by a page of another origin (its ``Origin`` header names
+    another scheme, host or port, or ``null``)."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return False  # browsers send it with every form they post; the token still applies
+    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    return origin.rstrip("/").lower() != own.lower()
 
 
 def _html(text: str, status: int = 200) -> Response:
@@ -128,6 +169,13 @@ def _one(form: Form, name: str) -> str | None:
 
 Page = Callable[["Inspector", "Request", Call], Awaitable["Response"]]
 
+_FOREIGN = {"error": "this form was sent by a page of another site; nothing was done",
+            "hint": "use the inspector's own pages (its address, its port)",
+            "type": "AccessDenied"}
+_NO_TOKEN = {"error": "this form does not come from a page of this session; nothing was "
+                      "done", "hint": "reload the page and submit it again",
+             "type": "AccessDenied"}
+
 
 def _signed_in(page: Page) -> Callable[[Inspector, Request], Awaitable[Response]]:
     """A route handler that runs ``page`` with the request's call, or answers the refusal
@@ -135,9 +183,19 @@ def _signed_in(page: Page) -> Callable[[Inspector, Request], Awaitable[Response]
 
     @functools.wraps(page)
     async def handler(self: Inspector, request: Request) -> Response:
+        if request.method == "POST" and _foreign(request):
+            return _html(pages.layout("Not allowed", pages.problem(_FOREIGN)), 403)
         call = self._call(request)
         if not isinstance(call, Call):
             return call
+        if request.method == "POST":
+            form = await self._form(request)
+            key = _session_key(request)
+            by_cookie = not request.headers.get("authorization")
+            if by_cookie and (key is None or not hmac.compare_digest(
+                    _one(form, "csrf") or "", form_token(key))):
+                return _html(pages.layout("Not allowed", pages.problem(_NO_TOKEN)), 403)
+            request.state.form = form
         return await page(self, request, call)
 
     return handler
@@ -169,21 +227,31 @@ class Inspector:
 
     async def _frame(self, request: Request, call: Call) -> pages.Frame:
         _, who = await self._run(call, WHOAMI, {})
-        level = request.query_params.get("level", "ok")
-        return pages.Frame(who=who, scope_q=_scope_q(request),
-                           flash=request.query_params.get("flash") or None,
-                           level="error" if level == "error" else "ok")
+        level = "error" if request.query_params.get("level") == "error" else "ok"
+        key = _session_key(request) or ""
+        flash = request.query_params.get("flash") or None
+        if flash is not None and not hmac.compare_digest(
+                request.query_params.get("sig", ""), form_token(key, f"flash:{level}:{flash}")):
+            flash = None  # a message a link made up, not one this session's action left
+        return pages.Frame(who=who, scope_q=_scope_q(request), flash=flash, level=level,
+                           csrf=form_token(key))
 
     async def _form(self, request: Request) -> Form:
         """The posted form (an oversized one, past the server's body limit, reads empty and
-        so changes nothing)."""
+        so changes nothing); read once, by :func:`_signed_in`."""
+        kept: Form | None = getattr(request.state, "form", None)
+        if kept is not None:
+            return kept
         raw = await read_body(request, self.service.config.max_body)
         return parse_qs((raw or b"").decode("utf-8", "replace"), keep_blank_values=True)
 
     @staticmethod
     def _back(request: Request, path: str, flash: str, ok: bool) -> Response:
-        return _redirect(_url(path, {**_scope_q(request), "flash": flash,
-                                     "level": "ok" if ok else "error"}))
+        level = "ok" if ok else "error"
+        flash = flash[:_MAX_FLASH]
+        sig = form_token(_session_key(request) or "", f"flash:{level}:{flash}")
+        return _redirect(_url(path, {**_scope_q(request), "flash": flash, "level": level,
+                                     "sig": sig}))
 
     # -- sign-in ----------------------------------------------------------------------
     async def signin(self, request: Request) -> Response:
@@ -381,4 +449,4 @@ def inspector_routes(service: Service) -> list[Route]:
     ]
 
 
-__all__ = ["Inspector", "inspector_routes"]
+__all__ = ["Inspector", "form_token", "inspector_routes"]

@@ -96,6 +96,8 @@ class Frame:
     scope_q: Mapping[str, str] = field(default_factory=dict)
     flash: str | None = None
     level: str = "ok"
+    #: The session's form token, carried by every form that posts (``csrf``).
+    csrf: str = ""
 
     def href(self, path: str, **params: Any) -> str:
         """``path`` with the scope parameters and ``params`` (empty ones left out), escaped
@@ -135,8 +137,8 @@ def layout(title: str, body: str, frame: Frame | None = None, active: str = "") 
             + f">{e(label)}</a>" for name, path, label in NAV)
         nav = (f'<header><span class="brand">memstrata inspector</span>{links}'
                f"{_whoami(frame.who)}"
-               '<form method="post" action="/logout"><button id="signout" type="submit">'
-               "Sign out</button></form></header>")
+               f'<form method="post" action="/logout">{_token(frame)}'
+               '<button id="signout" type="submit">Sign out</button></form></header>')
     flash = ""
     if frame is not None and frame.flash:
         level = "error" if frame.level == "error" else "ok"
@@ -204,19 +206,20 @@ def review_page(frame: Frame, result: Mapping[str, Any]) -> str:
             f'name="fact_id" value="{e(fid)}"> select</label>'
             f'<p class="claim">{e(it.get("claim"))}</p>{meta}<div class="actions">'
             f'<form class="approve" method="post" action="{frame.href("/review/approve")}">'
-            f'<input type="hidden" name="fact_id" value="{e(fid)}">'
+            f'{_token(frame)}<input type="hidden" name="fact_id" value="{e(fid)}">'
             '<button type="submit" class="approve">Approve</button></form>'
             f'<form class="edit" method="post" action="{frame.href("/review/approve")}">'
-            f'<input type="hidden" name="fact_id" value="{e(fid)}">'
+            f'{_token(frame)}<input type="hidden" name="fact_id" value="{e(fid)}">'
             f'<input type="hidden" name="original" value="{e(it.get("claim"))}">'
             f'<textarea name="claim" class="claim-edit">{e(it.get("claim"))}</textarea>'
             '<button type="submit" class="edit-approve">Edit and approve</button></form>'
             f'<form class="reject" method="post" action="{frame.href("/review/reject")}">'
-            f'<input type="hidden" name="fact_id" value="{e(fid)}">'
+            f'{_token(frame)}<input type="hidden" name="fact_id" value="{e(fid)}">'
             '<input name="reason" class="reason" placeholder="why (recorded)" required>'
             '<button type="submit" class="reject">Reject</button></form></div></li>')
     bulk = (f'<form id="bulk" method="post" action="{frame.href("/review/bulk")}" '
-            'class="filters"><button type="submit" name="action" value="approve" '
+            f'class="filters">{_token(frame)}<button type="submit" name="action" '
+            'value="approve" '
             'id="approve-selected">Approve selected</button>'
             '<input name="reason" id="bulk-reason" placeholder="reason for rejecting">'
             '<button type="submit" name="action" value="reject" id="reject-selected">'
@@ -273,7 +276,7 @@ def timeline_page(frame: Frame, fact_id: str, result: Mapping[str, Any]) -> str:
         undo = ""
         if current and v.get("supersedes"):
             action = frame.href(f"/facts/{quote(str(v.get('id')), safe='')}/undo")
-            undo = (f'<form class="undo" method="post" action="{action}">'
+            undo = (f'<form class="undo" method="post" action="{action}">{_token(frame)}'
                     '<input name="reason" class="reason" required placeholder="why undo">'
                     '<button type="submit" class="undo">Undo supersession</button></form>')
         out.append(f'<li class="version{" current" if current else ""}" '
@@ -353,7 +356,7 @@ def forget_page(frame: Frame, match: str | None, subject: str | None,
         body += ('<h2>Would be deleted</h2>' + _table("forget-counts", ("Layer", "Records"), rows)
                  + f'<p>Total: <span id="forget-total">{e(preview.get("total"))}</span></p>'
                  f'<form method="post" id="delete-form" action="{frame.href("/forget")}">'
-                 f'{hidden}<button type="submit" id="delete">Delete</button> '
+                 f'{_token(frame)}{hidden}<button type="submit" id="delete">Delete</button> '
                  '<span class="hint">deletes for real, everywhere the content lives '
                  "(needs an admin key)</span></form>")
     return layout("Forget", body, frame, "forget")
@@ -367,6 +370,11 @@ def _table(table_id: str, headers: Iterable[str], rows: str, empty: str | None =
     head = "".join(f"<th>{e(h)}</th>" for h in headers)
     return (f'<table id="{e(table_id)}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{rows}</tbody></table>")
+
+
+def _token(frame: Frame) -> str:
+    """The hidden ``csrf`` input of a form that posts (the session's form token)."""
+    return f'<input type="hidden" name="csrf" value="{e(frame.csrf)}">' if frame.csrf else ""
 
 
 def _scope_inputs(frame: Frame) -> str:
