@@ -437,6 +437,11 @@ def test_a_form_of_another_page_or_site_does_nothing(served: Any) -> None:
         page = http.get("/review", params={"flash": "Session expired: re-enter your key at "
                                                     "https://evil.example", "level": "ok"})
         assert page.status_code == 200 and 'id="flash"' not in page.text
+        # behind a proxy that ends TLS the page's origin is https on the same host and port
+        proxied = http.post("/review/reject", data={"fact_id": ids.identity, "reason": "no",
+                                                    "csrf": form_token(key)},
+                            headers={"Origin": served.url.replace("http://", "https://")})
+        assert proxied.status_code == 303 and "level=ok" in proxied.headers["location"]
         own = http.post("/review/approve", data={"fact_id": ids.tool, "csrf": form_token(key)},
                         headers={"Origin": served.url})
         assert own.status_code == 303

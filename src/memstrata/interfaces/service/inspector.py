@@ -40,7 +40,7 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from ...errors import MemstrataError, Unauthenticated
 from ..tools import error_result
@@ -105,13 +105,26 @@ def _session_key(request: Request) -> str | None:
 
 
 def _foreign(request: Request) -> bool:
-    """Whether a form was posted by a page of another origin (its ``Origin`` header names
-    another scheme, host or port, or ``null``)."""
+    """Whether a form was posted by a page of another origin: its ``Origin`` header names
+    another host or port than the request's ``Host`` (or is ``null``). The scheme is left
+    out: behind a proxy that ends TLS the inspector sees ``http`` where the page was
+    ``https``, and one host and port serve one scheme."""
     origin = request.headers.get("origin")
     if origin is None:
         return False  # browsers send it with every form they post; the token still applies
-    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-    return origin.rstrip("/").lower() != own.lower()
+    parts = urlsplit(origin.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return True  # "null": a sandboxed frame, a file, a data: URL
+    return _host(parts.netloc) != _host(request.headers.get("host", ""))
+
+
+def _host(netloc: str) -> str:
+    """A host and port as compared for :func:`_foreign` (lower case, without the default
+    ports)."""
+    netloc = netloc.strip().lower()
+    for default in (":80", ":443"):
+        netloc = netloc.removesuffix(default)
+    return netloc
 
 
 def _html(text: str, status: int = 200) -> Response:
