@@ -92,7 +92,7 @@ class RecallArgs(ToolArgs):
     until: str | None = Field(None, description="Only items dated on/before this ISO date.")
 
 
-#: Whose words a tool write carries (see :func:`memstrata.interfaces.tools.write_actor`).
+#: Whose words a tool write carries (see :func:`memstrata.governance.safety.write_actor`).
 Origin = Literal["user", "tool", "agent"]
 ORIGIN_HELP = ("Whose words these are: 'user' (the person told you), 'tool' (a web page, "
                "file, e-mail, API or tool output you read), 'agent' (your own inference). "

@@ -234,3 +234,24 @@ def test_a_checkpoint_line_that_reads_as_an_instruction_is_shown_quarantined(
     mem.checkpoints.save(S, "clean", objective="Ship the v18 notes")
     with ToolDispatcher(mem, S, task="clean") as tools:
         assert "quarantined" not in tools.dispatch("get_current_task", {})
+
+
+@pytest.mark.parametrize("source", [
+    "[page](https://evil.example/page)", "<https://evil.example/page>",
+    "www.evil.example/page", "evil.example/page", "C:/Users/alice/notes.txt",
+    "\\\\fileserver\\share\\notes.txt", "notes.txt", "https\u200b://evil.example/page"])
+def test_a_user_mode_write_from_what_was_read_waits_as_the_tools(mem: Memory,
+                                                                 source: str) -> None:
+    """A user-mode server's write whose source names a page or a file (a Markdown link, a
+    bare domain, a Windows path, a file name, a URL with an invisible character) is the
+    tool's, and waits (before: only a plain ``https://`` or ``C:\\`` was lowered); a
+    conversation's source stays the user's."""
+    with ToolDispatcher(mem, S, actor="user") as tools:
+        read = tools.dispatch("propose_memory", {
+            "claim": "Deploys skip code review", "kind": "constraint", "subject": "deploys",
+            "attribute": "review", "source": source})
+        said = tools.dispatch("propose_memory", {
+            "claim": "Alice prefers tabs", "kind": "preference", "subject": "alice",
+            "attribute": "indent", "source": "chat:2026-08-03/t4"})
+    assert read["status"] == "pending" and "tool" in read["reason"], read
+    assert said["status"] == "committed", said

@@ -273,6 +273,18 @@ def test_an_admin_key_bound_to_a_user_manages_only_that_users_keys(served: LiveS
         assert http.post("/v1/whoami").status_code == 401
 
 
+def test_a_wrong_method_gets_the_documented_error_shape(served: LiveServer) -> None:
+    """Every operation is a POST; another method gets 405 with ``{"error", "hint", "type",
+    "request_id"}`` and ``Allow: POST`` (before: a plain-text "Method Not Allowed")."""
+    token = served.key("acme", role="agent", users=["alice"])
+    with served.client(token) as http:
+        for method in ("GET", "PUT", "DELETE"):
+            res = http.request(method, "/v1/recall")
+            assert res.status_code == 405 and res.headers["allow"] == "POST", method
+            body = res.json()
+            assert {"error", "hint", "type", "request_id"} <= set(body) and body["hint"]
+
+
 def test_bodies_over_the_limit_are_refused_before_they_are_read(served: LiveServer) -> None:
     token = served.key("acme", role="agent", users=["alice"])
     before = served.mem.facts.list(ALICE)

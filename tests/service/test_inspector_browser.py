@@ -430,6 +430,18 @@ def test_a_form_of_another_page_or_site_does_nothing(served: Any) -> None:
             assert tokenless.status_code == 403 and "reload the page" in tokenless.text
             wrong = http.post(path, data={**form, "csrf": form_token(reviewer(served))})
             assert wrong.status_code == 403, path
+    with client(served, key) as http:  # a proxy's Basic header does not switch the token off
+        basic = http.post("/review/approve", data={"fact_id": ids.tool},
+                          headers={"Authorization": "Basic dXNlcjpwdw=="})
+        assert basic.status_code == 403
+        # another site may not sign the browser in with its own key, nor out
+        evil = served.key("acme", role="reviewer", users=["alice"], principal="mallory")
+        other = f"http://127.0.0.1:{served.port + 1}"
+        swapped = http.post("/login", data={"key": evil}, headers={"Origin": other})
+        assert swapped.status_code == 403 and "set-cookie" not in swapped.headers
+        assert http.post("/logout", headers={"Origin": other}).status_code == 403
+        assert http.get("/logout").status_code == 405
+        assert "principal rita" in http.get("/review").text
     assert status_of(served.mem, ids.tool) == "pending_review"
     assert status_of(served.mem, ids.new) == "active"
     assert len(served.mem.episodes.log(ALICE, thread="ticket-42")) == 2

@@ -1,4 +1,5 @@
-"""Screening of non-fact writes (episodes, checkpoints, scratch) for secrets and injections.
+"""Screening of non-fact writes (episodes, checkpoints, scratch) for secrets and injections;
+who a write is attributed to (:func:`write_actor`) and who is a person (:func:`person_arg`).
 
 Durable facts go through the full write policy (:mod:`memstrata.governance.policy`).
 Everything else an agent writes is still screened so that no write path can
@@ -11,6 +12,7 @@ an instruction to the agent is ``quarantined`` too, so recall and context label 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -130,5 +132,29 @@ def screen_record(texts: Mapping[str, str | None], *, actor: str | None,
     return updates, flags
 
 
-__all__ = ["identifier_arg", "redact_secrets", "redact_value", "refuse_secret", "screen_record",
-           "screened_arg"]
+#: A source that names what was read, not who said it: a URL (``https://``, ``www.``, a
+#: domain with a path, inside ``<...>`` or a Markdown link), a path (``/``, ``~/``, ``./``,
+#: ``C:\`` or ``C:/``, ``\\server\share``), a file name, or a tool's prefix.
+_READ_SOURCE = re.compile(
+    r"^\s*[<\[(]?\s*(?:[a-z][a-z0-9+.-]*://|(?:tool|web|url|file|email|mail|api|mcp|page|doc"
+    r"|search)s?:|[~.]?/|[a-z]:[\\/]|\\\\|www\.|[a-z0-9-]+(?:\.[a-z0-9-]+)+/)"
+    r"|\]\(\s*[a-z][a-z0-9+.-]*://"
+    r"|^\s*[\w .-]+\.(?:txt|md|pdf|docx?|csv|tsv|json|ya?ml|html?|log|xlsx?|pptx?|rtf|xml|eml"
+    r"|ipynb|py|js|ts)\s*$", re.IGNORECASE)
+
+
+def write_actor(actor: str, origin: str | None, source: str) -> str:
+    """Who a tool write is attributed to: the dispatcher's ``actor``, unless the call says
+    the words are a tool's or the agent's (``origin``), or, for a ``user`` dispatcher, the
+    source is a URL, a path or a tool (what the agent read, not what the person said).
+    Trust is only ever lowered: ``origin="user"`` from an agent dispatcher stays ``agent``."""
+    if actor != "user":
+        return "tool" if origin == "tool" else actor
+    if origin in ("tool", "agent"):
+        return origin
+    shown = "".join(c for c in source if unicodedata.category(c) != "Cf")  # "https\u200b://"
+    return "tool" if _READ_SOURCE.search(shown) else actor
+
+
+__all__ = ["MACHINE_ACTORS", "identifier_arg", "is_machine", "person_arg", "redact_secrets",
+           "redact_value", "refuse_secret", "screen_record", "screened_arg", "write_actor"]

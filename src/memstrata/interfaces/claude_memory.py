@@ -47,12 +47,12 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
                       hint="pip install 'memstrata[anthropic]'") from exc
 
 
+from ..governance.safety import write_actor
 from ..governance.sensitivity import scan
 from ..models import Scope, make_scope
 from .markdown import EPISODIC, IDENTITY, WORKING
 from .markdown_read import Issue, parse_episodic, parse_identity, parse_working
 from .memory_files import checkpoint_holds, collect
-from .tools import write_actor
 
 if TYPE_CHECKING:
     from anthropic.lib.tools import BetaFunctionToolResultType

@@ -93,6 +93,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from ..governance.sensitivity import scan
 from ..inputs import MAX_CLAIM, MAX_NAME, MAX_SOURCE, MAX_TEXT, int_arg
 from ..models import FACT_KINDS, Fact, Scope, make_scope
+from .langgraph_filters import check_filter, matches
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -201,50 +202,6 @@ def _clip(text: str, limit: int = MAX_CLAIM) -> str:
         return text
     cut = text[:limit - 1].rsplit(" ", 1)[0]
     return cut + "…"
-
-
-def _compare(item_value: Any, wanted: Any) -> bool:
-    if isinstance(wanted, Mapping):
-        if any(str(k).startswith("$") for k in wanted):
-            return all(_operator(item_value, op, arg) for op, arg in wanted.items())
-        return isinstance(item_value, Mapping) and all(
-            _compare(item_value.get(k), v) for k, v in wanted.items())
-    if isinstance(wanted, list | tuple):
-        return (isinstance(item_value, list | tuple) and len(item_value) == len(wanted)
-                and all(_compare(a, b) for a, b in zip(item_value, wanted, strict=True)))
-    return bool(item_value == wanted)
-
-
-def _check_filter(flt: Any) -> None:
-    """Refuse a filter the comparison does not understand, before anything is read."""
-    if flt is None:
-        return
-    if not isinstance(flt, Mapping):
-        raise ValidationError("filter must be a mapping of field to value")
-    for key, wanted in flt.items():
-        if str(key).startswith("$") and key not in OPERATORS:
-            raise ValidationError(f"unsupported filter operator {key!r}",
-                                  hint="use " + ", ".join(OPERATORS))
-        if isinstance(wanted, Mapping):
-            _check_filter(wanted)
-
-
-OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
-
-
-def _operator(value: Any, op: str, arg: Any) -> bool:
-    if op == "$eq":
-        return bool(value == arg)
-    if op == "$ne":
-        return bool(value != arg)
-    if op not in ("$gt", "$gte", "$lt", "$lte"):
-        raise ValidationError(f"unsupported filter operator {op!r}",
-                              hint="use $eq, $ne, $gt, $gte, $lt or $lte")
-    try:
-        a, b = float(value), float(arg)
-    except (TypeError, ValueError):
-        return False
-    return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
 
 
 def _page(value: Any, field: str, call: str) -> int:
@@ -532,7 +489,7 @@ class MemstrataStore(BaseStore):
             env = self._envelope(fact)
             if env is None or tuple(env["ns"][:len(prefix)]) != prefix:
                 continue
-            if wanted and not all(_compare(env["value"].get(k), v) for k, v in wanted.items()):
+            if wanted and not all(matches(env["value"].get(k), v) for k, v in wanted.items()):
                 continue
             keep.append((fact, env))
         return keep
@@ -542,7 +499,7 @@ class MemstrataStore(BaseStore):
         scope, _ = self._split(prefix, partial=True)
         limit, offset = _page(op.limit, "limit", "search"), \
             _page(op.offset, "offset", "search")
-        _check_filter(op.filter)
+        check_filter(op.filter)
         window = offset + limit
         # without a query the page is the newest items: read a few more than it needs, and
         # more only when items of other layouts or the filter thinned them out

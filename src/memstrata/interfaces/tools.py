@@ -30,7 +30,6 @@ Contract:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -62,6 +61,7 @@ from ..arguments import (
 )
 from ..calls import checked_calls
 from ..errors import MemstrataError, ValidationError
+from ..governance.safety import write_actor
 from ..inputs import bool_arg
 from ..layers.episode_records import EpisodeInput, run_thread
 from ..models import (
@@ -230,22 +230,6 @@ def write_receipt(res: WriteResult) -> dict[str, Any]:
 
 
 #: Sources that name something read, not said: a URL, a file, a tool's output.
-_READ_SOURCE = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*://|(?:tool|web|url|file|email|mail|api|mcp"
-                          r"|page|doc|search)s?:|[~.]?/|[a-z]:\\)", re.IGNORECASE)
-
-
-def write_actor(actor: str, origin: str | None, source: str) -> str:
-    """Who a tool write is attributed to: the dispatcher's ``actor``, unless the call says
-    the words are a tool's or the agent's (``origin``), or, for a ``user`` dispatcher, the
-    source is a URL, a path or a tool (what the agent read, not what the person said).
-    Trust is only ever lowered: ``origin="user"`` from an agent dispatcher stays ``agent``."""
-    if actor != "user":
-        return "tool" if origin == "tool" else actor
-    if origin in ("tool", "agent"):
-        return origin
-    return "tool" if _READ_SOURCE.match(source) else actor
-
-
 def _propose_memory(d: ToolDispatcher, a: ProposeMemoryArgs) -> dict[str, Any]:
     res = d.mem.facts.propose(d.scope, claim=a.claim, kind=a.kind, subject=a.subject,
                               attribute=a.attribute,

@@ -142,6 +142,13 @@ def build_app(mem: Memory, config: ServiceConfig | None = None) -> Guard:
     spec = document()
 
     async def rest(request: Request) -> Response:
+        if request.method != "POST":  # the documented error shape, as every other refusal
+            return JSONResponse({"error": f"{request.method} is not allowed here: every "
+                                          "operation is a POST", "hint": "POST a JSON body "
+                                          "(GET /openapi.json lists the operations)",
+                                 "type": "ValidationError",
+                                 "request_id": request.state.request_id},
+                                status_code=405, headers={"Allow": "POST"})
         op = OPERATIONS_BY_PATH.get(request.url.path)
         if op is None:
             return JSONResponse({"error": f"no operation {request.url.path}",
@@ -172,7 +179,8 @@ def build_app(mem: Memory, config: ServiceConfig | None = None) -> Guard:
 
     routes: list[Any] = [Route("/healthz", health, methods=["GET"]),
                          Route("/openapi.json", openapi, methods=["GET"]),
-                         Route("/v1/{path:path}", rest, methods=["POST"])]
+                         Route("/v1/{path:path}", rest,
+                               methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])]
     mcp_app = None
     if service.config.mcp:
         from .mcp_http import McpEndpoint

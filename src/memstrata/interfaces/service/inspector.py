@@ -2,7 +2,7 @@
 
 Contract:
 - :func:`inspector_routes` returns the Starlette routes the app mounts: ``/`` (sign-in),
-  ``POST /login``, ``/logout``, ``/review`` (+ ``/review/approve``, ``/review/reject``,
+  ``POST /login``, ``POST /logout``, ``/review`` (+ ``/review/approve``, ``/review/reject``,
   ``/review/bulk``), ``/facts`` and ``/facts/{id}`` (+ ``POST /facts/{id}/undo``),
   ``/episodes``, ``/context`` and ``/forget`` (``GET``: preview, ``POST``: delete).
 - Every page and form action is authenticated by :meth:`.core.Service.authenticate` (the
@@ -27,7 +27,8 @@ Contract:
   So every form action refuses (403) a request whose ``Origin`` is not the inspector's
   own, and, signed in by the cookie, one whose ``csrf`` field is not the session's
   :func:`form_token`, which every form of a signed-in page carries and no other page can
-  know.
+  know. Signing in and out from another origin is refused too (another site would swap
+  the session for its own key).
 - Pages carry no script: a Content-Security-Policy allows none, framing is refused and
   nothing is cached (``no-store``). Everything shown is HTML-escaped
   (:mod:`.inspector_pages`).
@@ -96,12 +97,20 @@ def form_token(key_token: str, purpose: str = "form") -> str:
 
 
 def _session_key(request: Request) -> str | None:
-    """The key the request signs in with: a bearer header's, else the cookie's."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
+    """The key the request signs in with: a bearer header's, else the cookie's (as
+    :meth:`.core.Service.token_of` reads them)."""
+    bearer = _bearer(request)
+    if bearer is not None:
+        return bearer
     cookie = request.cookies.get(COOKIE)
     return str(cookie) if cookie else None
+
+
+def _bearer(request: Request) -> str | None:
+    """The request's usable bearer token (another ``Authorization``, a proxy's Basic one
+    say, is none: the cookie signs such a request in, and its form needs the token)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 def _foreign(request: Request) -> bool:
@@ -204,7 +213,7 @@ def _signed_in(page: Page) -> Callable[[Inspector, Request], Awaitable[Response]
         if request.method == "POST":
             form = await self._form(request)
             key = _session_key(request)
-            by_cookie = not request.headers.get("authorization")
+            by_cookie = _bearer(request) is None
             if by_cookie and (key is None or not hmac.compare_digest(
                     _one(form, "csrf") or "", form_token(key))):
                 return _html(pages.layout("Not allowed", pages.problem(_NO_TOKEN)), 403)
@@ -273,6 +282,8 @@ class Inspector:
         return _html(pages.signin_page(shown))
 
     async def login(self, request: Request) -> Response:
+        if _foreign(request):  # another site signing the browser in with its own key
+            return _html(pages.layout("Not allowed", pages.problem(_FOREIGN)), 403)
         form = await self._form(request)
         token = _one(form, "key") or ""
         try:
@@ -285,6 +296,8 @@ class Inspector:
         return response
 
     async def logout(self, request: Request) -> Response:
+        if _foreign(request):
+            return _html(pages.layout("Not allowed", pages.problem(_FOREIGN)), 403)
         response = _redirect("/")
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -448,7 +461,7 @@ def inspector_routes(service: Service) -> list[Route]:
     return [
         Route("/", ins.signin, methods=get),
         Route("/login", ins.login, methods=post),
-        Route("/logout", ins.logout, methods=["GET", "POST"]),
+        Route("/logout", ins.logout, methods=post),
         Route("/review", ins.review, methods=get),
         Route("/review/approve", ins.approve, methods=post),
         Route("/review/reject", ins.reject, methods=post),
