@@ -150,14 +150,10 @@ def int_arg(value: Any, field: str, *, low: int | None = None, high: int | None 
 
 
 def tenant_arg(value: Any) -> str:
-    """A tenant name (the one a call without a scope acts in): a valid scope name."""
-    try:
-        name = check_name(value, "tenant") if isinstance(value, str) else None
-    except ValueError as exc:
-        raise ValidationError(str(exc), hint="e.g. tenant='acme'; names use letters, digits "
-                                             "and . @ : + - / _") from None
+    """A tenant name (the one a call without a scope acts in): :func:`name_arg`, required."""
+    name = name_arg(value, "tenant")
     if name is None:
-        raise ValidationError(f"tenant must be a name, got {value!r}",
+        raise ValidationError("tenant must be a name, got None",
                               hint="e.g. tenant='acme' (default 'default')")
     return name
 

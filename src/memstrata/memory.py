@@ -73,6 +73,21 @@ if TYPE_CHECKING:
 HISTORY_BUDGET = 1_000_000
 
 
+def _parts(clock: Any, policy: Any, tenant: Any) -> tuple[WritePolicy | None, str]:
+    """The checked ``clock``, ``policy`` (a PolicyConfig made a WritePolicy) and ``tenant``
+    (None: ``"default"``) of :class:`Memory`: a typed error for anything else."""
+    if isinstance(policy, PolicyConfig):
+        policy = WritePolicy(policy)
+    if policy is not None and not isinstance(policy, WritePolicy):
+        raise ArgumentError(f"policy must be a WritePolicy or a PolicyConfig, got "
+                            f"{type(policy).__name__}",
+                            hint="e.g. policy=PolicyConfig(min_confidence=0.8)")
+    if clock is not None and not callable(getattr(clock, "now", None)):
+        raise ArgumentError(f"clock must have now() (a Clock), got {type(clock).__name__}",
+                            hint="e.g. clock=ManualClock('2026-01-01T00:00:00+00:00')")
+    return policy, tenant_arg("default" if tenant is None else tenant)
+
+
 @checked_calls
 class Memory:
     """Layered memory for one agent deployment."""
@@ -81,16 +96,7 @@ class Memory:
                  policy: WritePolicy | PolicyConfig | None = None,
                  embedder: Embedder | None = None, scratch_store: ScratchStore | None = None,
                  tenant: str = "default") -> None:
-        if isinstance(policy, PolicyConfig):
-            policy = WritePolicy(policy)
-        if policy is not None and not isinstance(policy, WritePolicy):
-            raise ArgumentError(f"policy must be a WritePolicy or a PolicyConfig, got "
-                                f"{type(policy).__name__}",
-                                hint="e.g. policy=PolicyConfig(min_confidence=0.8)")
-        if clock is not None and not callable(getattr(clock, "now", None)):
-            raise ArgumentError(f"clock must have now() (a Clock), got {type(clock).__name__}",
-                                hint="e.g. clock=ManualClock('2026-01-01T00:00:00+00:00')")
-        tenant = tenant_arg("default" if tenant is None else tenant)
+        policy, tenant = _parts(clock, policy, tenant)
         self.db = db
         self.clock: Clock = clock or SystemClock()
         self.policy: WritePolicy = policy or WritePolicy()
@@ -134,10 +140,7 @@ class Memory:
         ``get``, ``forget`` without a scope's user...); a :class:`Scope` names its own
         (``Scope(tenant=..., user=...)``, ``"default"`` when not given).
         """
-        tenant = tenant_arg("default" if tenant is None else tenant)
-        if clock is not None and not callable(getattr(clock, "now", None)):
-            raise ArgumentError(f"clock must have now() (a Clock), got {type(clock).__name__}",
-                                hint="e.g. clock=ManualClock('2026-01-01T00:00:00+00:00')")
+        _parts(clock, policy, tenant)  # before a store is opened for nothing
         emb = _resolve_embedder(embedder)
         db = open_database(url, **db_options)
         scratch_url = scratch_url or os.environ.get("MEMSTRATA_SCRATCH_URL")

@@ -124,8 +124,15 @@ def test_only_a_person_changes_an_identity_fact(mem: Memory, alice: Scope) -> No
     done = mem.review.approve(pending[0].id, by="carol")
     assert done.status == "superseding" and done.superseded is not None
     assert done.superseded.id == fid
+    # the slot still says who alice is: the approved claim is an identity fact, which an
+    # agent may not retire either (before: a standard fact, retired at once)
+    assert done.record is not None and done.record.tier == "identity"
+    refused = ToolDispatcher(mem, alice).dispatch(
+        "retire_fact", {"ref": done.record.ref, "reason": "moved on"})
+    assert refused["type"] == "AccessDenied"
     person = ToolDispatcher(mem, alice, actor="user", person=True)  # a reviewer's REST call
-    assert person.dispatch("forget", {"match": "globex"})["counts"]["facts"] >= 1
+    out = person.dispatch("forget", {"match": "initech"})
+    assert out["counts"]["facts"] == 1 and not out.get("kept")
 
 
 def test_a_confirmed_fact_is_fresh_again(mem: Memory, alice: Scope, clock: ManualClock) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from backends import StoreProbe, open_store
+from backends import StoreProbe
 from memstrata import AccessDenied, ManualClock, Memory, NotFound, Scope, ToolDispatcher
-from memstrata.providers.embeddings import HashingEmbedder
 
 SECRETISH = "Quokkaberry7731"
 
@@ -208,15 +207,13 @@ def test_a_reference_names_one_layer_and_one_that_matches_nothing_is_reported(
     assert again.total == 0 and "record_ids #1 (of 1)" in again.notes[0]
 
 
-def test_the_total_counts_records_not_their_vectors(
-        store_url: str, scratch_url: str | None, clock: ManualClock, alice: Scope) -> None:
+def test_the_total_counts_records_not_their_vectors(vmem: Memory, alice: Scope) -> None:
     """A forgotten episode with its vector is one item forgotten (before: 2, the vector
     counted as a second), in the report, the tool's answer and the CLI's line."""
-    with open_store(store_url, scratch_url, clock, HashingEmbedder(64)) as hm:
-        ep = hm.episodes.append(alice, text="Ordered the tofu platter", actor="tool",
-                                source="shop")
-        preview = ToolDispatcher(hm, alice).dispatch(
-            "forget", {"record_ids": [f"episode:{ep.id}"], "dry_run": True})
-        report = hm.forget(alice, record_ids=[f"episode:{ep.id}"])
+    ep = vmem.episodes.append(alice, text="Ordered the tofu platter", actor="tool",
+                              source="shop")
+    preview = ToolDispatcher(vmem, alice).dispatch(
+        "forget", {"record_ids": [f"episode:{ep.id}"], "dry_run": True})
+    report = vmem.forget(alice, record_ids=[f"episode:{ep.id}"])
     assert report.counts["episodes"] == 1 and report.counts["vectors"] == 1
     assert report.total == 1 and preview["total"] == 1

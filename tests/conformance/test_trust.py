@@ -109,7 +109,8 @@ def test_an_identifier_holding_a_secret_is_refused(mem: Memory, store: StoreProb
         "checkpoint task": lambda: mem.checkpoints.save(S, f"task/{SECRET}", objective="x"),
         "scratch key": lambda: run.scratch.write(f"k_{SECRET}", "v"),
         "run task": lambda: mem.run(S, task=f"task/{SECRET}"),
-        # a reader name is stored and listed as it is (before: stored verbatim)
+        # a reader name holding a secret is refused: it is stored and listed as it is
+        # (before: stored verbatim)
         "fact reader": lambda: mem.facts.propose(S, claim="CI uses the sandbox", kind="fact",
                                                  subject="ci", attribute="stripe",
                                                  actor="user", source="chat:1",

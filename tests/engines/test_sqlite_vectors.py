@@ -549,20 +549,19 @@ def _in_a_new_process(db: Path, clock: ManualClock) -> dict[str, Any]:
 
 @pytest.mark.parametrize("how", ["forget", "sweep"])
 def test_a_forgotten_or_expired_user_leaves_no_name_in_the_files(
-        tmp_path: Path, clock: ManualClock, how: str) -> None:
-    """Past FILES_ABOVE vectors the index lives in files; forgetting a whole user (or her
-    records expiring and being swept) leaves none of her user, project, agent or reader
-    names in them, while the codes of everyone else's rows still decode to their names:
-    the same vector hits, here and in a new process, and doctor finds nothing."""
-    from memstrata.store import sqlite_vectors
-
+        tmp_path: Path, clock: ManualClock, how: str, small_files: None) -> None:
+    """With the index in files (past FILES_ABOVE vectors; here from the first), forgetting
+    a whole user (or her records expiring and being swept) leaves none of her user,
+    project, agent or reader names in them, while the codes of everyone else's rows still
+    decode to their names: the same vector hits, here and in a new process (which opens
+    the files whatever their size), and doctor finds nothing."""
     db = tmp_path / "u.db"
     folder = db.with_name(db.name + "-vectors")
     mem = Memory.open(f"sqlite:///{db}", clock=clock, embedder=HashingEmbedder(dims=64))
     lapse = {"expires_at": clock.now() + timedelta(days=1)} if how == "sweep" else {}
     items: list[dict[str, Any]] = [
         {"scope": BOB, "text": f"bob filler {i}", "actor": "user", "source": f"b/{i}",
-         "thread": f"b{i // 10}"} for i in range(sqlite_vectors.FILES_ABOVE + 100)]
+         "thread": f"b{i // 10}"} for i in range(200)]
     # carol's names get codes before dave's: his must stay valid past the erased ones
     items += [{"scope": CAROL if i < 20 else CAROL_SHARED, "text": f"carol note {i} kumquat",
                "actor": "user", "source": f"c/{i}", "thread": "c",

@@ -254,6 +254,8 @@ def test_an_admin_key_bound_to_a_user_manages_only_that_users_keys(served: LiveS
         made = http.post("/v1/keys/create", json={"role": "reviewer", "users": ["alice"],
                                                     "projects": ["p1"]})
         assert made.status_code == 200 and made.json()["key"]["users"] == ["alice"]
+        with served.client(made.json()["token"], user="bob") as minted:  # reads no bob
+            assert minted.post("/v1/facts/list", json={}).status_code == 403
         listed = http.post("/v1/keys/list").json()["keys"]
         assert bob_key.id not in {k["id"] for k in listed}
         assert {tuple(k["users"]) for k in listed} == {("alice",)}

@@ -77,6 +77,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from .injection_rules import Pattern, built_in_rules
+from .visible import as_latin, is_hidden
 
 
 @dataclass(frozen=True)
@@ -90,17 +91,6 @@ class InjectionFinding:
 
 # --------------------------------------------------------------------------- normalisation
 
-# Cyrillic and Greek letters that look like Latin ones; only mapped inside
-# words that also contain ASCII letters, so real Russian or Greek is untouched.
-#: Cyrillic and Greek letters that look like Latin ones, as ``str.translate`` takes them
-#: (read as Latin inside a word that holds Latin letters too).
-LOOKALIKES = _CONFUSABLES = str.maketrans({
-    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j",
-    "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ɡ": "g", "А": "A", "В": "B", "Е": "E", "К": "K",
-    "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "Х": "X", "І": "I", "Ј": "J",
-    "ο": "o", "α": "a", "ι": "i", "ν": "v", "ε": "e", "κ": "k", "ρ": "p", "τ": "t", "υ": "u",
-    "Ο": "O", "Α": "A", "Ε": "E", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ρ": "P", "Τ": "T",
-})
 _MIXED_WORD = re.compile(r"\w+")
 _TAG_FIRST, _TAG_LAST = 0xE0020, 0xE007E
 
@@ -142,8 +132,8 @@ def _normalise(text: str) -> tuple[str, list[int], list[tuple[int, int]]]:
             else:
                 tags.append((i, i + 1))
             ch = chr(cp - 0xE0000)
-        elif 0xE0000 <= cp <= 0xE007F or unicodedata.category(ch) == "Cf":
-            continue  # zero-width and other invisible format characters
+        elif is_hidden(ch):
+            continue  # zero-width and other characters that show nothing
         for c in unicodedata.normalize("NFKC", ch) if cp > 127 else ch:
             if c.isspace() and c != "\n":
                 if space:
@@ -155,7 +145,7 @@ def _normalise(text: str) -> tuple[str, list[int], list[tuple[int, int]]]:
             index.append(i)
     norm = "".join(chars)
     if any(ord(c) > 127 for c in norm):
-        norm = _MIXED_WORD.sub(_unconfuse, norm)
+        norm = _MIXED_WORD.sub(_unconfuse, norm)  # look-alike letters inside Latin words
     return norm, index, tags
 
 
@@ -195,10 +185,7 @@ def _as_shown(text: str) -> tuple[str, list[int]] | None:
 
 
 def _unconfuse(m: re.Match[str]) -> str:
-    word = m.group(0)
-    if word.isascii() or not any("a" <= c.lower() <= "z" for c in word):
-        return word
-    return word.translate(_CONFUSABLES)
+    return as_latin(m.group(0))
 
 
 _HIDDEN_CONTAINERS = re.compile(
@@ -369,7 +356,6 @@ def is_instruction_like(text: str) -> bool:
 
 
 __all__ = [
-    "LOOKALIKES",
     "RULES",
     "InjectionDetector",
     "InjectionFinding",

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from ..calls import checked_calls
+from ..errors import ValidationError
 from ..inputs import MAX_SOURCE, clean_text, unit_interval
 from ..models import (
     DEFAULT_CONFIDENCE,
@@ -145,8 +146,6 @@ class PolicyConfig:
     def __post_init__(self) -> None:
         """Checked as the config file's values are (a NaN or a negative threshold would turn
         the confidence check off; a string would fail at the first write)."""
-        from ..errors import ValidationError
-
         try:
             self.min_confidence = unit_interval(self.min_confidence, "min_confidence")
             self.dedup_cosine = unit_interval(self.dedup_cosine, "dedup_cosine")

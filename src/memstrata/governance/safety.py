@@ -13,11 +13,11 @@ an instruction to the agent is ``quarantined`` too, so recall and context label 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from .policy import UNTRUSTED_ACTORS, trust_flags
+from .visible import shown
 
 
 def redact_secrets(text: str) -> tuple[str, list[str]]:
@@ -55,16 +55,13 @@ MACHINE_ACTORS = frozenset({"agent", "tool", "system", "import"})
 
 def is_machine(name: str | None) -> bool:
     """Whether ``name`` is a program's (:data:`MACHINE_ACTORS`, alone or before a ``:``,
-    any case), not a person's: read as it shows, without spaces, invisible characters or
-    accents, full-width or look-alike letters read as Latin (``agent :x``, ``ａｇｅｎｔ``,
-    ``аgent`` with a Cyrillic ``а``, ``tool`` with a soft hyphen are programs too)."""
+    any case), not a person's: read as it shows (:func:`~.visible.shown`: without hidden
+    characters, full-width or look-alike letters read as Latin) and without spaces
+    (``agent :x``, ``ａｇｅｎｔ``, ``аgent`` with a Cyrillic ``а``, ``tool`` with a soft
+    hyphen are programs too)."""
     if name is None:
         return False
-    from .injection import LOOKALIKES
-
-    shown = "".join(c for c in unicodedata.normalize("NFKD", name)
-                    if not c.isspace() and unicodedata.category(c) not in ("Cf", "Mn"))
-    return shown.translate(LOOKALIKES).lower().partition(":")[0] in MACHINE_ACTORS
+    return "".join(shown(name).split()).lower().partition(":")[0] in MACHINE_ACTORS
 
 
 def person_arg(value: Any, field: str, *, act: str, max_len: int = 128) -> str:
@@ -152,8 +149,7 @@ def write_actor(actor: str, origin: str | None, source: str) -> str:
         return "tool" if origin == "tool" else actor
     if origin in ("tool", "agent"):
         return origin
-    shown = "".join(c for c in source if unicodedata.category(c) != "Cf")  # "https\u200b://"
-    return "tool" if _READ_SOURCE.search(shown) else actor
+    return "tool" if _READ_SOURCE.search(shown(source)) else actor  # "https\u200b://" too
 
 
 __all__ = ["MACHINE_ACTORS", "identifier_arg", "is_machine", "person_arg", "redact_secrets",

@@ -16,10 +16,7 @@ import binascii
 import itertools
 import math
 import re
-import unicodedata
 from collections import Counter
-
-from .injection import LOOKALIKES
 
 
 def shannon_entropy(value: str) -> float:
@@ -332,60 +329,12 @@ def is_wordy(value: str) -> bool:
             all(len(w) >= 3 and any(c in VOWELS for c in w) for w in words))
 
 
-#: Characters that show nothing: a soft hyphen, zero-width spaces and joiners, direction
-#: marks and embeddings, word joiners, the byte-order mark. One inside a key hides it from
-#: every pattern and vanishes when the text is copied back out.
-_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e"
-                        "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\ufeff"
-                        "\u2800\u3164\uffa0\ufe00-\ufe0f\U0001d173-\U0001d17a"
-                        "\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
-#: A word, for :func:`_mixed` (one pass, no nested repetition: a long run is read once).
-_WORD_RUN = re.compile(r"[\w\-]+")
-
-
-def _mixed(word: str) -> bool:
-    """Whether ``word`` mixes Latin letters with others: a look-alike (Cyrillic ``а`` in
-    ``sk_lаve``) may hide a key from a Latin pattern."""
-    return not word.isascii() and any("a" <= c.lower() <= "z" for c in word)
-
-
-def _unmixed(m: re.Match[str]) -> str:
-    word = m.group(0)
-    return word.translate(LOOKALIKES) if _mixed(word) else word
-
-
-def folded(text: str) -> tuple[str, list[int]] | None:
-    """``text`` without its invisible characters (:data:`_INVISIBLE`: zero-width spaces, a
-    soft hyphen, variation selectors, tag characters, fillers), with compatibility forms
-    folded (NFKC: full-width ``ｓｋ＿ｌｉｖｅ`` is ``sk_live``) and look-alike letters inside
-    Latin words read as Latin (:data:`~memstrata.governance.injection.LOOKALIKES`), with the
-    index in ``text`` of each folded character; None when that changes nothing (all ASCII,
-    say)."""
-    if text.isascii() or (_INVISIBLE.search(text) is None
-                          and not any(map(_mixed, _WORD_RUN.findall(text)))
-                          and unicodedata.is_normalized("NFKC", text)):
-        return None
-    out: list[str] = []
-    where: list[int] = []
-    for i, c in enumerate(text):
-        if _INVISIBLE.match(c):
-            continue
-        plain = c if c.isascii() else unicodedata.normalize("NFKC", c)
-        out.append(plain)
-        where.extend([i] * len(plain))
-    joined = "".join(out)
-    if not joined.isascii():  # one look-alike letter for one Latin letter: ``where`` holds
-        joined = _WORD_RUN.sub(_unmixed, joined)
-    return joined, where
-
-
 __all__ = [
     "DESCRIPTOR_WORDS",
     "IBAN_LENGTHS",
     "NAME_PART",
     "VOWELS",
     "b64decode",
-    "folded",
     "iban_valid",
     "is_code",
     "is_identifier",

@@ -69,7 +69,7 @@ Decisions
   is Winter2024!`` redacts ``Winter2024``); quote a value to keep it whole.
   So is ``with password X``; ``PIN is 4821`` is a PIN. A key split by an
   invisible character or written in full-width letters is found in the folded
-  text (``secret_values.folded``) and redacted in the text itself.
+  text (``visible.folded``) and redacted in the text itself.
 
 Limits
 ------
@@ -94,12 +94,12 @@ from typing import Literal
 from ..errors import ConfigError
 from . import secret_locators as loc
 from .secret_values import (
-    folded,
     iban_valid,
     is_placeholder,
     luhn_valid,
     shannon_entropy,
 )
+from .visible import folded
 
 Kind = Literal["secret", "pii"]
 
@@ -530,7 +530,7 @@ class SensitivityScanner:
     def scan(self, text: str) -> ScanReport:
         """Find secrets and personal data in ``text`` (and in its folded form, where it
         hides a value behind invisible characters or full-width letters:
-        :func:`~memstrata.governance.secret_values.folded`)."""
+        :func:`~memstrata.governance.visible.folded`)."""
         secrets: list[tuple[Detector, int, int]] = []
         pii: list[tuple[Detector, int, int]] = []
         self._spans(text, secrets, pii)

@@ -142,7 +142,7 @@ class MemstrataSession(SessionABC):
         while True:
             entries = self._scratch.items(PREFIX)
             for key, raw in reversed(entries):
-                if self._scratch.delete(key) != f"deleted {key}":
+                if not self._scratch.remove(key):
                     break  # another pop removed it after we read: read again
                 item = self._decode(raw)
                 if item is not None:

@@ -92,7 +92,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from ..governance.sensitivity import scan
 from ..inputs import MAX_CLAIM, MAX_NAME, MAX_SOURCE, MAX_TEXT, int_arg
+from ..layers.scratch import MAX_TTL
 from ..models import FACT_KINDS, Fact, Scope, make_scope
+from ..store.sql import json_strings
 from .langgraph_filters import check_filter, matches
 
 if TYPE_CHECKING:
@@ -103,8 +105,9 @@ log = logging.getLogger("memstrata.langgraph")
 #: Subject prefix of every item of the store (a label never contains ".").
 ROOT = "lg"
 SCOPE_FIELDS = ("user", "project", "agent")
-#: The longest time-to-live a put takes, in minutes (a century: a date past it is no date).
-MAX_TTL_MINUTES = 100 * 366 * 24 * 60
+#: The longest time-to-live a put takes, in minutes: the scratchpad's longest, a century (a
+#: date past it is no date).
+MAX_TTL_MINUTES = MAX_TTL // timedelta(minutes=1)
 #: How many items of a namespace prefix a search reads (newest first; a larger prefix is
 #: logged), and how many of them a query ranks.
 MAX_ITEMS = 100_000
@@ -183,17 +186,6 @@ def _render(value: Any) -> str:
 def _not_json(key: str, exc: Exception) -> ValidationError:
     return ValidationError(f"the value of {key!r} is not JSON: {exc}",
                            hint="store JSON types only (str, number, bool, None, list, dict)")
-
-
-def _strings(value: Any) -> list[str]:
-    """Every string of a JSON value, keys included (what the secret scan reads)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        return [*map(str, value), *(s for v in value.values() for s in _strings(v))]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
 
 
 def _clip(text: str, limit: int = MAX_CLAIM) -> str:
@@ -409,7 +401,8 @@ class MemstrataStore(BaseStore):
             raise ValidationError("ttl must be a positive number of minutes or None",
                                   hint=f"at most {MAX_TTL_MINUTES} (a century)")
         value = dict(op.value)
-        leaked = sorted({f.detector for text in _strings(value) for f in scan(text).secrets})
+        leaked = sorted({f.detector for text in json_strings(value, keys=True)
+                         for f in scan(text).secrets})
         if leaked:
             raise PolicyRejected(
                 f"put {key!r} refused: the value contains a secret ({', '.join(leaked)}): "

@@ -41,7 +41,7 @@ from ..scoping import SCOPE_COLUMNS, exact_sql, scope_from_row, scope_values
 from ..store.base import Database, Row, Tx
 from ..store.sql import checkpoint_vector_id, json_text
 from .indexing import RecordIndex
-from .selector import Selector, kept_versions, versions_where
+from .selector import Selector, Versions, kept_versions, versions_where
 
 _LIST_FIELDS = ("constraints", "plan", "completed", "evidence", "source_refs",
                 "pending_identity_changes")
@@ -321,39 +321,29 @@ class Checkpoints:
         return [r["task"] for r in rows
                 if include_closed or not json.loads(r["data"]).get("closed")]
 
-    def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
+    def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool,
+                    chosen: Versions | None = None) -> list[str]:
         """Delete (unless ``dry_run``) every checkpoint version whose task or data contains
         ``sel.match`` (a string of the data, not a field's name, however the JSON escaped
         it: :mod:`memstrata.store.sql`; all of the scope's without a match), or the versions
         named by ids (``checkpoint:TASK@N``, the reference a handoff hit carries; none for a
-        subject). Returns the reference of each version deleted (``checkpoint:TASK@N``)."""
-        found = self._where(sel)
-        rows, exact = self._selected(tx, sel, found)
-        if rows and found is not None and not dry_run:
-            if exact:  # the filter selects these versions alone
-                tx.execute(f"DELETE FROM checkpoints AS r WHERE {found[0]}", found[1])
-            else:
-                tx.executemany("DELETE FROM checkpoints WHERE tenant = ? AND scope_key = ? "
-                               "AND task = ? AND version = ?",
-                               [(sel.scope.tenant, r["scope_key"], r["task"], r["version"])
-                                for r in rows])
+        subject): ``chosen``, when the forget selected them already (:meth:`selected`).
+        Returns the reference of each version deleted (``checkpoint:TASK@N``)."""
+        chosen = self.selected(tx, sel) if chosen is None else chosen
+        if chosen is not None and chosen.rows and not dry_run:
+            where, runs = chosen.deletion(sel.scope.tenant)
+            tx.executemany(f"DELETE FROM checkpoints AS r WHERE {where}", runs)
+        rows = chosen.rows if chosen is not None else []
         return [f"checkpoint:{r['task']}@{int(r['version'])}" for r in rows]
 
-    def vector_ids(self, tx: Tx, sel: Selector) -> list[str]:
-        """The vector ids of the versions :meth:`forget_rows` deletes (their vectors go with
-        them: a schema trigger)."""
-        return [checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"]))
-                for r in self._selected(tx, sel, self._where(sel))[0]]
-
-    @staticmethod
-    def _selected(tx: Tx, sel: Selector,
-                  found: tuple[str, list[Any]] | None) -> tuple[list[Row], bool]:
-        """The versions ``sel`` selects among those its :meth:`_where` filter selects, and
-        whether they are all of those (:func:`~.selector.kept_versions`)."""
+    def selected(self, tx: Tx, sel: Selector) -> Versions | None:
+        """The versions ``sel`` selects (None: none can be, a subject's forget say)."""
+        found = self._where(sel)
         if found is None:
-            return [], True
+            return None
         return kept_versions(tx, sel, "checkpoints", "task", *found,
                              order="ORDER BY r.task, r.version")
+
 
     @staticmethod
     def _where(sel: Selector) -> tuple[str, list[Any]] | None:
@@ -373,4 +363,11 @@ class Checkpoints:
         return where, params
 
 
-__all__ = ["Checkpoints", "checkpoint_from_row", "task_arg"]
+def vector_ids(chosen: Versions | None) -> list[str]:
+    """The vector ids of the checkpoint versions a forget selected
+    (:meth:`Checkpoints.selected`; they go with them: a schema trigger)."""
+    return [checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"]))
+            for r in (chosen.rows if chosen is not None else [])]
+
+
+__all__ = ["Checkpoints", "checkpoint_from_row", "task_arg", "vector_ids"]

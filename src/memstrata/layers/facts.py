@@ -423,7 +423,9 @@ class Facts(FactReads):
     def activate_in(self, tx: Tx, fact: Fact, *, reviewer: str, claim: str | None,
                   vector: Any, now: datetime) -> tuple[Fact, Fact | None]:
         """A person approved the pending ``fact`` (optionally with an edited claim): it
-        becomes the active fact of its slot, superseding the current one. Returns the
+        becomes the active fact of its slot, superseding the current one, and takes that
+        one's identity tier (a slot that says who someone is keeps saying it: a plain claim
+        approved into it would otherwise become a fact any agent may retire). Returns the
         approved fact and the one it superseded."""
         tenant = fact.scope.tenant
         if claim is not None:
@@ -439,6 +441,7 @@ class Facts(FactReads):
         active = self._slot_row(tx, fact.scope, fact.subject, fact.attribute, "active")
         superseded = None
         readers = fact.readers
+        tier = "identity" if active is not None and active["tier"] == "identity" else fact.tier
         if active is not None:
             superseded = active["id"]
             inherited = self._supersede(tx, active, fact.id, now,
@@ -447,9 +450,10 @@ class Facts(FactReads):
                 readers = inherited
         tx.execute(
             "UPDATE facts SET status = 'active', reviewer = ?, supersedes = ?, valid_from = ?, "
-            "last_confirmed_at = ?, reason = ?, readers = ? WHERE tenant = ? AND id = ?",
+            "last_confirmed_at = ?, reason = ?, readers = ?, tier = ? WHERE tenant = ? AND "
+            "id = ?",
             (reviewer, superseded, now, now, f"approved by {reviewer}", dump_readers(readers),
-             tenant, fact.id))
+             tier, tenant, fact.id))
         old = self._read(tx, tenant, superseded) if superseded else None
         return self._read(tx, tenant, fact.id), old
 

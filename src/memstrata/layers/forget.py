@@ -49,6 +49,7 @@ from ..inputs import bool_arg, name_arg
 from ..models import ForgetReport, Scope
 from ..store.base import Database, ScratchStore, VectorIndex
 from .checkpoints import Checkpoints
+from .checkpoints import vector_ids as checkpoint_vector_ids
 from .episodes import Episodes
 from .facts import Facts
 from .feedback import Feedback
@@ -100,8 +101,9 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
         kept = [(f"fact:{i}", sc) for i, sc in layers.facts.kept_rows(tx, sel)] + \
             [(f"episode:{i}", sc) for i, sc in layers.episodes.kept_rows(tx, sel)]
         identity = [f"fact:{i}" for i in layers.facts.kept_identity(tx, sel)]
+        versions = layers.checkpoints.selected(tx, sel)  # once: counted, then deleted
         counts["vectors"] = db.vector_count(tx, tenant, [
-            *fact_ids, *episode_ids, *layers.checkpoints.vector_ids(tx, sel)])
+            *fact_ids, *episode_ids, *checkpoint_vector_ids(versions)])
         if not dry_run:
             # the episodes found, their threads held (an append waits), and no others: one
             # written since into another thread is not this forget's (PostgreSQL reads what
@@ -112,7 +114,8 @@ def forget(db: Database, layers: ForgetTargets, scope: Scope | dict[str, Any], *
             # the next episodes of each thread had the forgotten ones as context
             layers.episodes.refresh_neighbours(tx, tenant, threads)
         counts["facts"], counts["episodes"] = len(fact_ids), len(episode_ids)
-        checkpoint_refs = layers.checkpoints.forget_rows(tx, sel, dry_run=dry_run)
+        checkpoint_refs = layers.checkpoints.forget_rows(tx, sel, dry_run=dry_run,
+                                                         chosen=versions)
         counts["checkpoints"] = len(checkpoint_refs)
         counts["operations"] = len(layers.ledger.forget_rows(tx, sel, dry_run=dry_run))
         counts["procedures"] = len(layers.procedures.forget_rows(tx, sel, dry_run=dry_run))

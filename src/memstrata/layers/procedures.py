@@ -320,17 +320,11 @@ class Procedures:
         ids). Returns the names, one per version."""
         if sel.ids is not None or sel.subject is not None:
             return []
-        where, params = versions_where(sel, "name")
-        rows, exact = kept_versions(tx, sel, "procedures", "name", where, params)
-        if rows and not dry_run:
-            if exact:  # the filter selects these versions alone
-                tx.execute(f"DELETE FROM procedures AS r WHERE {where}", params)
-            else:
-                tx.executemany("DELETE FROM procedures WHERE tenant = ? AND scope_key = ? AND "
-                               "name = ? AND version = ?",
-                               [(sel.scope.tenant, r["scope_key"], r["name"], r["version"])
-                                for r in rows])
-        return [r["name"] for r in rows]
+        chosen = kept_versions(tx, sel, "procedures", "name", *versions_where(sel, "name"))
+        if chosen.rows and not dry_run:
+            where, runs = chosen.deletion(sel.scope.tenant)
+            tx.executemany(f"DELETE FROM procedures AS r WHERE {where}", runs)
+        return [r["name"] for r in chosen.rows]
 
     # defined last: inside the class body the name shadows the builtin in annotations
     def list(self, *, scope: Scope | dict[str, Any] | None = None) -> list[Procedure]:

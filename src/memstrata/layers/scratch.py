@@ -264,11 +264,14 @@ class Scratch:
 
     def delete(self, key: str) -> str:
         """Remove one key; returns the receipt ``deleted KEY`` when this call removed it, else
-        ``KEY is not set`` (the delete is conditional: of concurrent deletes of one key,
-        exactly one reads ``deleted``)."""
+        ``KEY is not set`` (:meth:`remove`)."""
         key = self._key(key)
-        removed = self._store.delete(self.scope, self.run_id, key)
-        return f"deleted {key}" if removed else f"{key} is not set"
+        return f"deleted {key}" if self.remove(key) else f"{key} is not set"
+
+    def remove(self, key: str) -> bool:
+        """Remove one key; whether this call removed it (the delete is conditional: of
+        concurrent removals of one key, exactly one is True)."""
+        return self._store.delete(self.scope, self.run_id, self._key(key))
 
     def discard(self) -> int:
         """Drop every entry of this run; returns how many were dropped."""

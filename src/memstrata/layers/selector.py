@@ -122,16 +122,39 @@ def versions_where(sel: Selector, name: str) -> tuple[str, list[Any]]:
     return sel.where((name,), json_columns=("data",))
 
 
+@dataclass(frozen=True)
+class Versions:
+    """The versions of a versioned table a forget selects (:func:`kept_versions`): their
+    rows (scope key, name, version, data) and how its owner deletes them."""
+
+    rows: list[Row]
+    #: The filter (alias ``r``) that selected them, and its parameters.
+    where: str
+    params: list[Any]
+    #: The name column (``task``, ``name``).
+    name: str
+    #: Whether the filter selects these versions alone.
+    exact: bool
+
+    def deletion(self, tenant: str) -> tuple[str, list[Sequence[Any]]]:
+        """The WHERE (alias ``r``) of the owner's ``DELETE FROM <table> AS r`` and the
+        parameters of each run of it: the filter once when it selects these versions
+        alone, else the versions' keys, one run each."""
+        if self.exact:
+            return self.where, [self.params]
+        return (f"r.tenant = ? AND r.scope_key = ? AND r.{self.name} = ? AND r.version = ?",
+                [(tenant, r["scope_key"], r[self.name], r["version"]) for r in self.rows])
+
+
 def kept_versions(tx: Tx, sel: Selector, table: str, name: str, where: str,
-                  params: Sequence[Any], order: str = "") -> tuple[list[Row], bool]:
+                  params: Sequence[Any], order: str = "") -> Versions:
     """The versions (scope key, ``name``, version, data) of ``table`` that ``where`` (from
     :func:`versions_where`) selects and ``sel`` keeps (their name or a string of their data
-    holds the match: :meth:`Selector.keeps`), and whether they are all that ``where``
-    selects (then the table's owner may delete by the filter; else by their keys)."""
+    holds the match: :meth:`Selector.keeps`)."""
     found = tx.all(f"SELECT r.scope_key AS scope_key, r.{name} AS {name}, r.version AS "
                    f"version, r.data AS data FROM {table} r WHERE {where} {order}", params)
     rows = [r for r in found if sel.keeps(r, (name,), ("data",))]
-    return rows, len(rows) == len(found)
+    return Versions(rows, where, list(params), name, len(rows) == len(found))
 
 
 def narrowed(sel: Selector, layer: str,
@@ -178,4 +201,5 @@ def selector(scope: Scope | dict[str, Any], *, match: Any = None, subject: Any =
     return Selector(sc, match, subject, refs, principal, reader, keep_identity)
 
 
-__all__ = ["Selector", "narrowed", "read_not_owned", "selector"]
+__all__ = ["Selector", "Versions", "kept_versions", "narrowed", "read_not_owned", "selector",
+           "versions_where"]

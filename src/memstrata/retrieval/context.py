@@ -24,7 +24,16 @@ from ..governance.injection import is_instruction_like
 from ..inputs import int_arg, text_arg
 from ..layers.checkpoints import Checkpoints
 from ..layers.facts import Facts
-from ..models import Checkpoint, Context, Fact, Hit, ManifestEntry, Scope, make_scope
+from ..models import (
+    CHECKPOINT_FIELDS,
+    Checkpoint,
+    Context,
+    Fact,
+    Hit,
+    ManifestEntry,
+    Scope,
+    make_scope,
+)
 from ..tokens import count_tokens
 from .recall import Gate
 
@@ -79,15 +88,19 @@ def _shown(text: str) -> str:
 
 
 def quarantined_fields(cp: Checkpoint) -> list[str]:
-    """The checkpoint's values that read as an instruction to the agent, by field (a list
-    field's item by its index: ``plan[0]``)."""
-    out = [f for f in ("objective", "next_action", "notes")
-           if isinstance(getattr(cp, f), str) and is_instruction_like(getattr(cp, f))]
-    for name in ("constraints", "plan", "completed", "evidence", "source_refs",
-                 "pending_identity_changes"):
-        out += [f"{name}[{i}]" for i, x in enumerate(getattr(cp, name) or [])
-                if is_instruction_like(x)]
-    return out
+    """The checkpoint's values that read as an instruction to the agent, by field
+    (:data:`~memstrata.models.CHECKPOINT_FIELDS`; the text fields first, then a list field's
+    items by their index: ``plan[0]``)."""
+    texts: list[str] = []
+    items: list[str] = []
+    for name in CHECKPOINT_FIELDS:
+        value = getattr(cp, name)
+        if isinstance(value, str):
+            texts += [name] if is_instruction_like(value) else []
+        else:
+            items += [f"{name}[{i}]" for i, x in enumerate(value or [])
+                      if is_instruction_like(x)]
+    return texts + items
 
 
 def checkpoint_text(cp: Checkpoint, *, superseded: bool = False) -> str:

@@ -37,8 +37,8 @@ def rank_handoffs(checkpoints: Checkpoints, tx: Any, scope: Scope, q_terms: Sequ
     current records (facts or episodes), it is: a replaced plan never outranks the
     decision that replaced it. Hits carry who saved the version as actor and source (a
     version saved without a name: ``system``, as it is ranked, and the version itself as its
-    source, so no hit reads as unsourced). Each
-    hit's uncapped score goes to ``raw`` (:func:`~memstrata.retrieval.scoring.rank_order`)."""
+    source, so no hit reads as unsourced). Each hit's uncapped score goes to ``raw``
+    (:func:`~memstrata.retrieval.scoring.rank_order`)."""
     found: dict[str, tuple[Checkpoint, str, datetime, str]] = {}
     for cp, status in checkpoints.handoffs_in(tx, scope):
         when = cp.updated_at or now

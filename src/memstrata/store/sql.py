@@ -24,7 +24,7 @@ for the writer and :func:`checkpoint_vector_id_sql` for the delete triggers and 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -84,6 +84,11 @@ def text_contains(text: str | None, match: str) -> bool:
     return text is not None and case_fold(match) in case_fold(text)
 
 
+def _folded_in(text: str | None, folded_match: str) -> bool:
+    """:func:`text_contains` with the match folded already (one fold for many texts)."""
+    return text is not None and folded_match in case_fold(text)
+
+
 def json_text(value: Any, *, sort_keys: bool = False) -> str:
     """The JSON text stored in a column the contains rule reads: characters beyond ASCII
     as they are (only quotes, backslashes and control characters are escaped)."""
@@ -111,25 +116,28 @@ def json_contains(text: Any, match: str) -> bool:
     """Whether a string of the JSON ``text`` (a value at any depth, not a key) contains
     ``match``, case folded, however the text was escaped; text that is not JSON is read
     as plain text (a value a driver decoded already, as it is)."""
-    value = text
+    value, folded = text, case_fold(match)
     if isinstance(text, str):
         try:
             value = json.loads(text)
         except ValueError:
-            return text_contains(text, match)
-    return any(text_contains(s, match) for s in _strings(value))
+            return _folded_in(text, folded)
+    return any(_folded_in(s, folded) for s in json_strings(value))
 
 
-def _strings(value: Any) -> Iterator[str]:
-    """The strings of a decoded JSON value: its values at any depth, not its keys."""
+def json_strings(value: Any, *, keys: bool = False) -> Iterator[str]:
+    """The strings of a decoded JSON value at any depth: its values, and with ``keys`` its
+    mappings' keys too (what a secret scan reads: a key is stored as well)."""
     if isinstance(value, str):
         yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if keys:
+                yield str(key)
+            yield from json_strings(item, keys=keys)
+    elif isinstance(value, list | tuple):
         for item in value:
-            yield from _strings(item)
+            yield from json_strings(item, keys=keys)
 
 
 def prefix_param(prefix: str) -> str:
@@ -180,6 +188,7 @@ __all__ = [
     "json_contains",
     "json_contains_sql",
     "json_like_params",
+    "json_strings",
     "json_text",
     "like_param",
     "marks",

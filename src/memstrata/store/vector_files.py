@@ -23,11 +23,12 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..scoping import load_json_list
+from .sql import chunks, marks
 from .sqlite_vectors import SQLiteVectorIndex
 from .vector_segment import Segment, files_on_disk, remove_files, segment_name
 
@@ -126,12 +127,15 @@ def _compare(conn: sqlite3.Connection, seg: Segment, tenant: str, layer: str) ->
         out.append(f"{wrong_ids} rows of the files name another record than the table")
     sample = both[:: max(1, len(both) // SAMPLE)][:SAMPLE]
     scopes = seg.scopes(np.array([held[r] for r in sample], np.int64))
+    stored: dict[int, tuple[Any, ...]] = {}
+    for part in chunks(sample):  # the sample's rows in a few reads, not one each
+        stored.update((int(r[0]), tuple(r[1:])) for r in conn.execute(
+            "SELECT v.rowid, v.vec, r.s_user, r.s_project, r.s_agent, r.readers FROM vectors v "
+            f"LEFT JOIN {layer} r ON r.tenant = v.tenant AND r.id = v.record_id "
+            f"WHERE v.rowid IN ({marks(part)})", part))
     differ = misnamed = 0
     for rowid, scope in zip(sample, scopes, strict=True):
-        got = conn.execute(
-            "SELECT v.vec, r.s_user, r.s_project, r.s_agent, r.readers FROM vectors v "
-            f"LEFT JOIN {layer} r ON r.tenant = v.tenant AND r.id = v.record_id "
-            "WHERE v.rowid = ?", (rowid,)).fetchone()
+        got = stored.get(rowid)
         if got is None or seg.vec[held[rowid]].tobytes() != bytes(got[0]):
             differ += 1
         readers = load_json_list(got[4]) if got is not None else None
