@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memstrata import ValidationError
+from memstrata import ConfigError, ValidationError
 from memstrata.bench.latency import run
 from memstrata.cli import cli
 
@@ -44,3 +44,24 @@ def test_latency_cli_prints_a_table_and_writes_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "recall p95 ms" in result.output and "open+first s" in result.output
     assert json.loads(out.read_text())["start"] == 5
+
+
+def test_a_run_leaves_no_directory_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          ) -> None:
+    """A run on a store a URL names makes no directory of its own; one without a URL
+    removes its temporary store, also when it fails (a bad embedder name)."""
+    spare = tmp_path / "tmp"
+    spare.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spare))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+
+    def left() -> list[Path]:
+        return list(spare.glob("memstrata-latency-*"))
+
+    run(6, url=f"sqlite:///{tmp_path / 'named.db'}", embedder="hash", batch=4, repeats=1)
+    assert (tmp_path / "named.db").exists() and left() == []
+    done = run(6, embedder="hash", batch=4, repeats=1)
+    assert done["episodes"] == 6 and left() == []
+    with pytest.raises(ConfigError):
+        run(6, embedder="no-such-embedder", repeats=1)
+    assert left() == []

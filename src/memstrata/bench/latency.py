@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import json
 import resource
-import shutil
 import statistics
 import tempfile
 import time
@@ -83,12 +82,27 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
         query_embedder: str | None = None, start: int = 0) -> dict[str, Any]:
     """Fill a store with ``n`` episodes and time recall. With ``distinct`` < n, texts repeat
     (with new dates and sources) after ``distinct`` of them and each distinct text is
-    embedded once; write throughput is then reported for the distinct phase only."""
+    embedded once; write throughput is then reported for the distinct phase only.
+    Without ``url`` the store is a SQLite file in a temporary directory, removed however
+    the run ends; a store a URL names is kept."""
+    if start < 0:
+        raise ValidationError(f"start must be >= 0, got {start}",
+                              hint="the number of synthetic episodes already in the store")
+    if url:
+        return _measure(url, n, embedder, distinct, batch, repeats, progress, query_embedder,
+                        start)
+    # a store of its own when no URL names one, removed however the run ends
+    with tempfile.TemporaryDirectory(prefix="memstrata-latency-") as tmp:
+        return _measure(f"sqlite:///{Path(tmp) / 'latency.db'}", n, embedder, distinct,
+                        batch, repeats, progress, query_embedder, start)
+
+
+def _measure(target: str, n: int, embedder: str, distinct: int | None, batch: int,
+             repeats: int, progress: Progress | None, query_embedder: str | None,
+             start: int) -> dict[str, Any]:
     from ..providers.embeddings import get_embedder
 
     distinct = min(distinct or n, n) or 1
-    tmp = Path(tempfile.mkdtemp(prefix="memstrata-latency-"))
-    target = url or f"sqlite:///{tmp / 'latency.db'}"
     emb: Any = _TextCache(get_embedder(embedder)) if distinct < n else get_embedder(embedder)
     timed = get_embedder(query_embedder) if query_embedder else None
     if timed is not None:
@@ -99,9 +113,6 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
     # n == 0 measures recall on an existing store (--url) without adding anything
     # distinct texts never repeat (each has its ticket reference): no text is embedded or
     # indexed twice unless ``distinct`` asks for it
-    if start < 0:
-        raise ValidationError(f"start must be >= 0, got {start}",
-                              hint="the number of synthetic episodes already in the store")
     base = list(itertools.islice(episodes(start + distinct, seed=3, unique=True), start,
                                  None)) if n else []
     t_first = t_rest = 0.0
@@ -152,8 +163,6 @@ def run(n: int = 100_000, *, url: str | None = None, embedder: str = "minilm",
         alone.append((time.perf_counter() - t0) * 1000)
     stats = mem.stats()
     mem.close()
-    if url is None:
-        shutil.rmtree(tmp, ignore_errors=True)
     return {
         "benchmark": "latency", "backend": target.split(":", 1)[0],
         "episodes": stats.get("rows", {}).get("episodes") or done, "added": done,
