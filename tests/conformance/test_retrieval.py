@@ -686,3 +686,39 @@ def test_words_too_common_to_search_still_count_in_the_texts_that_hold_them(
     # the adjustments; the vector's part comes on top
     assert min(h.score for h in got) > W_LEXICAL / (W_LEXICAL + W_SEMANTIC + W_SUBJECT
                                                      + W_PERIOD)
+
+
+def test_a_fact_replaced_a_hundred_times_is_still_found_current(
+        mem: Memory, clock: ManualClock) -> None:
+    """A slot updated daily (a sprint goal, a LangGraph key overwritten often): the word
+    list is cut at its limit before the rows are read, and 100 superseded versions of the
+    same words filled it and left the current fact out. The list keeps the matches by their
+    score times the status and scope adjustments, so the current fact leads."""
+    for i in range(100):
+        clock.advance(hours=24)
+        mem.facts.propose(ALICE, claim=f"The sprint goal for sprint {i} is shipping the "
+                          f"invoice renderer milestone {i}", kind="decision", subject="sprint",
+                          attribute="goal", actor="user", source=f"standup:{i}")
+    current = mem.facts.current(ALICE)
+    assert len(current) == 1 and current[0].claim.endswith("milestone 99")
+    res = mem.recall(ALICE, "what is the sprint goal", k=5)
+    assert res.items[0].ref == current[0].ref
+    assert [h.status for h in res.items[1:]] == ["superseded"] * 4
+
+
+def test_the_projects_own_line_is_found_among_a_hundred_user_wide_copies(
+        mem: Memory, vmem: Memory) -> None:
+    """The same line a hundred times user-wide and once in the project: a query from the
+    project finds the project's own first, on recall and on the episode search, with and
+    without vectors (before, the list's limit kept user-wide copies alone)."""
+    line = "Nightly export of the ledger finished without errors"
+    for m in (mem, vmem):
+        m.episodes.append_many([{"scope": Scope(user="alice"), "text": line, "actor": "tool",
+                                 "source": f"cron:{i}"} for i in range(100)])
+        own = m.episodes.append(ALICE, text=line, actor="tool", source="cron:project")
+        res = m.recall(ALICE, "did the nightly ledger export finish", k=5,
+                       layers=["episodes"])
+        assert res.items[0].ref == own.ref, [h.scope for h in res.items]
+        assert res.items[0].score > res.items[1].score
+        found = m.episodes.search(ALICE, "nightly ledger export", k=5)
+        assert found[0].ref == own.ref

@@ -495,6 +495,14 @@ class Episodes:
         return self._read_many(tx, tenant, ids)
 
     @staticmethod
+    def superseded_sql(tenant: str) -> tuple[str, list[Any]]:
+        """SQL true for an episode (alias ``r``) a later episode of the tenant supersedes,
+        and its parameters: the same rule as ``superseded`` of :meth:`score_rows` and
+        :meth:`superseded_ids`, as one list of the superseded ids, read once per query."""
+        return ("r.id IN (SELECT s.supersedes FROM episodes s WHERE s.tenant = ? AND "
+                "s.supersedes IS NOT NULL)", [tenant])
+
+    @staticmethod
     def superseded_ids(tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` a later episode supersedes."""
         out: set[str] = set()

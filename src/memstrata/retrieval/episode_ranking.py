@@ -31,7 +31,7 @@ from ..scoping import principal_of
 from ..store.base import Row
 from ..store.lexical import AllCommon, terms
 from ..store.sql import marks
-from .scoring import adjust_raw, coverage, semantic
+from .scoring import adjust_raw, candidate_weight, coverage, semantic
 from .sources import RankRequest, RankSources
 from .temporal import window
 
@@ -143,8 +143,10 @@ class EpisodeCandidates:
         # with vectors, the matches past the candidates too (as cheap, up to WORD_SCORES):
         # a vector match the candidates left out is scored with its words (fill_lex)
         read = max(limit, WORD_SCORES) if with_vectors else limit
+        superseded, sup_params = src.episodes.superseded_sql(req.scope.tenant)
         found = src.db.text_search(tx, "episodes", req.query, self.where, self.params, read,
-                                   drop=drop, all_common=all_common, among=among)
+                                   drop=drop, all_common=all_common, among=among,
+                                   weight=(candidate_weight(superseded), sup_params))
 
         def lex_of(tx: Any, ids: Sequence[str]) -> dict[str, float]:
             # the same search, of these episodes alone: the scores the list would give them

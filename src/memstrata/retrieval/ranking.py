@@ -35,6 +35,7 @@ from .handoffs import rank_handoffs
 from .scoring import (
     AUTHORITY,
     adjust_raw,
+    candidate_weight,
     coverage,
     fuse,
     rank_order,
@@ -169,7 +170,8 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
             fact_lex = dict(src.db.text_search(
                 tx, "facts", req.query, where, params, limit, all_common=all_common,
                 among=src.facts.filter_sql(req.scope, req.principal, statuses=None,
-                                           include_expired=True)))
+                                           include_expired=True),
+                weight=(candidate_weight(SUPERSEDED_FACT), ())))
         if episodes is not None:
             scorer = episodes.search_text(src, tx, req, limit, all_common,
                                           with_vectors=vectors is not None)
@@ -181,7 +183,8 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
             where, params = fact_filter
             vec: dict[str, float] = {}
             if vectors is not None and qvec is not None:
-                vec = dict(vectors.fact_scores(tx, where, params, qvec, limit))
+                vec = dict(vectors.fact_scores(tx, where, params, qvec, limit,
+                                               weight=candidate_weight(SUPERSEDED_FACT)))
             found = src.facts.read_many(tx, req.scope.tenant, list(set(fact_lex) | set(vec)))
             cov = {rid: coverage(q_terms, f"{f.claim} {f.subject} {f.attribute}")
                    for rid, f in found.items()}
@@ -199,6 +202,10 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
                                   beside=len(req.layers) > 1)
     rank_order(hits, raw)
     return hits, len(hits)
+
+
+#: SQL true for a fact (alias ``r``) something newer replaced.
+SUPERSEDED_FACT = "r.status = 'superseded'"
 
 
 def _fact_filter(src: RankSources, req: RankRequest) -> tuple[str, list[Any]]:

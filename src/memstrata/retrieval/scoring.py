@@ -46,15 +46,35 @@ def coverage(query_terms: Sequence[str], text: str) -> float:
     return len(held(query_terms, text)) / len(query_terms) if query_terms else 0.0
 
 
+#: What each scope level a record names (user, project, agent) adds to its score.
+SPECIFICITY_STEP = 0.05
+#: The factor of a record something newer replaced.
+SUPERSEDED_FACTOR = 0.4
+
+
 def adjust_raw(base: float, *, actor: str | None, specificity: int, age_days: float,
                superseded: bool) -> float:
     """Status, authority, specificity and recency applied to a relevance (uncapped)."""
     score = base * AUTHORITY.get(actor or "", 0.8)
-    score *= 1.0 + 0.05 * specificity
+    score *= 1.0 + SPECIFICITY_STEP * specificity
     score *= 0.95 + 0.05 * math.exp(-max(age_days, 0.0) / 180.0)
     if superseded:
-        score *= 0.4
+        score *= SUPERSEDED_FACTOR
     return score
+
+
+def candidate_weight(superseded: str) -> str:
+    """The adjustments of :func:`adjust_raw` that decide which matches a candidate list
+    keeps, as SQL over the record (alias ``r``; ``superseded``: SQL true for a replaced
+    record): its scope's specificity and its status. The words' list is cut at a limit
+    before the rows are read; ordered by its score alone, 100 superseded versions of a
+    fact, or 100 user-wide copies of a line, filled it and left out the current fact and
+    the project's own line that outrank them. Authority and recency (0.7-1.0, 0.95-1.0)
+    stay with the ranking, which reads the row."""
+    levels = " + ".join(f"CASE WHEN r.{c} IS NULL THEN 0 ELSE 1 END"
+                        for c in ("s_user", "s_project", "s_agent"))
+    return (f"((1.0 + {SPECIFICITY_STEP} * ({levels})) * "
+            f"CASE WHEN {superseded} THEN {SUPERSEDED_FACTOR} ELSE 1.0 END)")
 
 
 def rank_order(hits: list[Hit], raw: dict[str, float]) -> None:
@@ -93,4 +113,5 @@ def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) ->
     return out
 
 
-__all__ = ["AUTHORITY", "adjust_raw", "coverage", "fuse", "held", "rank_order", "semantic"]
+__all__ = ["AUTHORITY", "SPECIFICITY_STEP", "SUPERSEDED_FACTOR", "adjust_raw",
+           "candidate_weight", "coverage", "fuse", "held", "rank_order", "semantic"]

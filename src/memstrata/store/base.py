@@ -116,8 +116,10 @@ class VectorIndex(Protocol):
         ...
 
     def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,
-                    limit: int) -> list[tuple[str, float]]:
-        """(fact id, cosine) of facts passing ``where`` (alias ``r``), best first; exact."""
+                    limit: int, *, weight: str = "1.0") -> list[tuple[str, float]]:
+        """(fact id, cosine) of facts passing ``where`` (alias ``r``), best first; exact.
+        The ``limit`` best are chosen by the cosine times ``weight`` (SQL over ``r``, as
+        :meth:`Database.text_search` takes it)."""
         ...
 
     def record_scores(self, tx: Tx, tenant: str, table: str, ids: Sequence[str],
@@ -221,12 +223,18 @@ class Database(Protocol):
         drop: Sequence[str] = (),
         all_common: AllCommon = "keep",
         among: tuple[str, Sequence[Any]] | None = None,
+        weight: tuple[str, Sequence[Any]] | None = None,
     ) -> list[tuple[str, float]]:
         """(id, score) for rows of ``table`` matching ``query`` and ``where`` (alias ``r``);
-        higher score is better. Each word weighs by its frequency among the rows ``among``
-        (a filter and its parameters; default ``where``) admits alone: the rows the caller
-        may read, whatever their time or status, so that a window, an expiry or a status
-        change never leaves a long-lived process weighing words apart from a fresh one.
+        higher score is better. With ``weight`` (an SQL expression over ``r``'s scope
+        columns, ``id`` and ``status``, and its parameters) the rows are chosen and ordered
+        by score times weight, and their own scores returned: the ranking's adjustments
+        decide which rows the ``limit`` keeps, so a current or more specific row is not cut
+        behind many superseded or broader ones of the same words. Each word weighs by its
+        frequency among the rows ``among`` (a filter and its parameters; default ``where``)
+        admits alone: the rows the caller may read, whatever their time or status, so that
+        a window, an expiry or a status change never leaves a long-lived process weighing
+        words apart from a fresh one.
         Rows outside it (another user's, another tenant's) never move a score or an order
         (on PostgreSQL, a long-lived process's counts for a caller with many rows lag its
         own writes until the index grows by a tenth: :mod:`memstrata.store.pg_search`).

@@ -73,8 +73,11 @@ class PgTextSearch:
     def search(self, tx: Any, table: str, query: str, where: str,
                params: Sequence[Any], limit: int, drop: Sequence[str] = (),
                all_common: AllCommon = "keep",
-               among: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
-        """``ts_rank`` of the words' matches among the rows the caller's filter admits,
+               among: tuple[str, Sequence[Any]] | None = None,
+               weight: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
+        """``ts_rank`` of the words' matches among the rows the caller's filter admits
+        (chosen and ordered by it times ``weight`` where one is given:
+        :meth:`~memstrata.store.base.Database.text_search`),
         scaled by each word's weight among the rows ``among`` admits (the rows the caller
         may read, whatever their time or status; default the filter: :meth:`_idf`); very
         common words, by the same counts, left out in a large index
@@ -86,7 +89,9 @@ class PgTextSearch:
         words = [cjk_spaced(w) for w in terms(query) if w not in dropped][:64]
         if not words:
             return []
-        if set(_FILTER_COLUMN_RE.findall(where)) <= {"tenant", "id", *_FTS_COPIED[table]}:
+        wsql, wparams = weight if weight is not None else ("1.0", ())
+        if set(_FILTER_COLUMN_RE.findall(f"{where} {wsql}")) <= {"tenant", "id",
+                                                               *_FTS_COPIED[table]}:
             # filter and rank on the full-text table alone (it carries the filter columns)
             source, fts = f"{table}_fts r", "r"
         else:
@@ -114,11 +119,11 @@ class PgTextSearch:
         # the inverse document frequency of the words each row holds
         held = " + ".join(f"? * ({fts}.tsv @@ {sql})::int" for sql, _ in each)
         rows = tx.all(
-            f"SELECT r.id AS id, ts_rank({_RANK_WEIGHTS}, {fts}.tsv, {tsq}, 1) * ({held}) AS s "
-            f"FROM {source} WHERE {fts}.id IN (SELECT {_MATCHES[table]}({tsq}, NULL)) "
-            f"AND {where} ORDER BY s DESC, r.id LIMIT ?",
+            f"SELECT id, s FROM (SELECT r.id AS id, ts_rank({_RANK_WEIGHTS}, {fts}.tsv, {tsq}, "
+            f"1) * ({held}) AS s, {wsql} AS wt FROM {source} WHERE {fts}.id IN (SELECT "
+            f"{_MATCHES[table]}({tsq}, NULL)) AND {where}) m ORDER BY s * wt DESC, id LIMIT ?",
             (*args, *(x for w, (_, a) in zip(words, each, strict=True) for x in (idf[w], *a)),
-             *args, *params, limit))
+             *wparams, *args, *params, limit))
         return [(r["id"], settled(float(r["s"]))) for r in rows]
 
     def _idf(self, tx: Any, table: str, words: list[str], counted: Callable[[str], int] | None,

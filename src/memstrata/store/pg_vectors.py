@@ -189,15 +189,16 @@ class PgVectorIndex:
         return hnsw, exact
 
     def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,
-                    limit: int) -> list[tuple[str, float]]:
-        """(id, cosine) of facts passing ``where`` (alias ``r``), best first; exact."""
+                    limit: int, *, weight: str = "1.0") -> list[tuple[str, float]]:
+        """(id, cosine) of facts passing ``where`` (alias ``r``), the ``limit`` best by the
+        cosine times ``weight``; exact."""
         self.check_model(tx)
         rows = tx.all(
             "SELECT r.id AS id, -(v.vec <#> ?) AS s FROM facts r JOIN vectors v ON "
             "v.tenant = r.tenant AND v.record_id = r.id WHERE v.model = ? AND v.dims = ? "
-            f"AND {where} ORDER BY s DESC, r.id LIMIT ?",
+            f"AND {where} ORDER BY -(v.vec <#> ?) * {weight} DESC, r.id LIMIT ?",
             (np.asarray(qvec, dtype=np.float32), self.model, self.dims, *params,
-             min(limit, 5000)))
+             np.asarray(qvec, dtype=np.float32), min(limit, 5000)))
         return [(r["id"], float(r["s"])) for r in rows]
 
     def record_scores(self, tx: Tx, tenant: str, table: str, ids: Sequence[str],

@@ -351,9 +351,11 @@ class PostgresDatabase:
     def text_search(self, tx: Any, table: str, query: str, where: str,
                     params: Sequence[Any], limit: int, drop: Sequence[str] = (),
                     all_common: AllCommon = "keep",
-                    among: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
+                    among: tuple[str, Sequence[Any]] | None = None,
+                    weight: tuple[str, Sequence[Any]] | None = None
+                    ) -> list[tuple[str, float]]:
         return self._search.search(tx, table, query, where, params, limit, drop=drop,
-                                   all_common=all_common, among=among)
+                                   all_common=all_common, among=among, weight=weight)
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:

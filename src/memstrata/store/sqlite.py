@@ -285,13 +285,15 @@ class SQLiteDatabase:
     def text_search(self, tx: Any, table: str, query: str, where: str,
                     params: Sequence[Any], limit: int, drop: Sequence[str] = (),
                     all_common: AllCommon = "keep",
-                    among: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
+                    among: tuple[str, Sequence[Any]] | None = None,
+                    weight: tuple[str, Sequence[Any]] | None = None
+                    ) -> list[tuple[str, float]]:
         """BM25 over the rows the caller's filter admits alone
         (:meth:`memstrata.store.sqlite_search.TextSearch.search`)."""
         if table not in _TEXT_TABLES:
             raise ValueError(table)
         return self._search.search(tx, table, query, where, params, limit, drop, all_common,
-                                   among)
+                                   among, weight)
 
     def index_text(self, tx: Any, table: str, record_id: str, tenant: str, text: str,
                    context: str = "") -> None:

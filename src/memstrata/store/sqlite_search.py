@@ -89,20 +89,21 @@ class TextSearch:
 
     def search(self, tx: Any, table: str, query: str, where: str, params: Sequence[Any],
                limit: int, drop: Sequence[str] = (), all_common: AllCommon = "keep",
-               among: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
-        """BM25 over the rows the caller's filter admits, weighed among the rows ``among``
-        admits alone (the rows the caller may read, whatever their time or status; default
-        the filter itself). SQLite's ``bm25`` takes its statistics from the whole full-text
-        table (every user and tenant): a word's weight and the mean entry length, so
-        another caller's rows would move this one's ranking and tell whether they hold a
-        word. Each word is scored on its own; from its
-        ``bm25``, the table's weight (:meth:`_table_stats`) and the entry's length (FTS5's
-        own token counts) give back the word's term frequency, which is scored again with
-        the word's weight and the mean entry length among the caller's rows
-        (:meth:`_caller_rows`, :meth:`_caller_counts`, :meth:`_caller_length`). Where the
-        caller may read every row (one caller in the file), the statistics are the same,
-        and SQLite's ``bm25`` over all the words is the same score, in one query (at 10k
-        and 20k episodes 0.8 ms against 2.1-2.3 ms for the parts)."""
+               among: tuple[str, Sequence[Any]] | None = None,
+               weight: tuple[str, Sequence[Any]] | None = None) -> list[tuple[str, float]]:
+        """BM25 over the rows the caller's filter admits (chosen and ordered by BM25 times
+        ``weight`` where one is given: :meth:`~memstrata.store.base.Database.text_search`),
+        weighed among the rows ``among`` admits alone (the rows the caller may read, whatever
+        their time or status; default the filter itself). SQLite's ``bm25`` takes its statistics
+        from the whole full-text table (every user and tenant): a word's weight and the mean
+        entry length, so another caller's rows would move this one's ranking and tell whether
+        they hold a word. Each word is scored on its own; from its ``bm25``, the table's weight
+        (:meth:`_table_stats`) and the entry's length (FTS5's own token counts) give back the
+        word's term frequency, which is scored again with the word's weight and the mean entry
+        length among the caller's rows (:meth:`_caller_rows`, :meth:`_caller_counts`,
+        :meth:`_caller_length`). Where the caller may read every row (one caller in the file),
+        the statistics are the same, and SQLite's ``bm25`` over all the words is the same score,
+        in one query (at 10k and 20k episodes 0.8 ms against 2.1-2.3 ms for the parts)."""
         top = tx.one(f"SELECT max(rowid) AS n FROM {table}_fts")
         size = int(top["n"] or 0) if top else 0
         table_rows, table_len = self._table_stats(tx, table)
@@ -130,7 +131,7 @@ class TextSearch:
             # is past a cap the parts below would bound it by: SQLite's bm25 over all the
             # words at once gives their scores, and another caller's write that ends this
             # moves none of them
-            return self._one_query(tx, table, words, where, params, limit)
+            return self._one_query(tx, table, words, where, params, limit, weight)
         own_counts = self._caller_counts(tx, table, words, counted, sw, sp, key, size)
         own = {w: fts5_idf(own_rows, own_counts[w]) for w in words}
         own_len = self._caller_length(tx, table, sw, sp, key, size, own_rows, before)
@@ -139,9 +140,10 @@ class TextSearch:
         # as the body; CROSS JOIN keeps the full-text match the outer loop: before ANALYZE
         # has run, the planner may walk the scope index and test the match row by row (2 s,
         # against 7 ms, for one count at 52k rows)
+        wsql, wparams = weight if weight is not None else ("1.0", ())
         part = (f"SELECT {fts}.rowid AS rid, r.id AS id, bm25({fts}, 1.0, 0.5) AS b, ? AS g, "
-                f"? AS w FROM {fts} CROSS JOIN {table} r ON r.rowid = {fts}.rowid WHERE {fts} "
-                f"MATCH ? AND {where}")
+                f"? AS w, {wsql} AS wt FROM {fts} CROSS JOIN {table} r ON r.rowid = "
+                f"{fts}.rowid WHERE {fts} MATCH ? AND {where}")
         k1, b, c = _BM25_K1, _BM25_B, _BM25_K1 + 1
         # t: a word's term part as bm25 gave it (the table's mean length); f: the term
         # frequency it stands for, at the entry's length dl; then BM25 at the caller's mean
@@ -153,22 +155,25 @@ class TextSearch:
             f"FROM p JOIN {fts}_docsize z ON z.id = p.rid) "
             f"SELECT p.id AS id, sum(p.w * {freq} * {c} / ({freq} + {k1} * ({1 - b} + "
             f"{b} * d.dl / ?))) AS s FROM p JOIN d ON d.rid = p.rid "
-            "GROUP BY p.id ORDER BY s DESC, p.id LIMIT ?",
-            (*(x for w in words for x in (table_idf[w], own[w], quote(w), *params)),
+            "GROUP BY p.id ORDER BY s * max(p.wt) DESC, p.id LIMIT ?",
+            (*(x for w in words for x in (table_idf[w], own[w], *wparams, quote(w), *params)),
              table_len, table_len, own_len, limit))
         return [(rid, settled(float(s))) for rid, s in rows]
 
     @staticmethod
     def _one_query(tx: Any, table: str, words: list[str], where: str, params: Sequence[Any],
-                   limit: int) -> list[tuple[str, float]]:
+                   limit: int, weight: tuple[str, Sequence[Any]] | None
+                   ) -> list[tuple[str, float]]:
         """SQLite's ``bm25`` over all the words at once (the caller's statistics are the
-        table's: see :meth:`search`); CROSS JOIN as there."""
+        table's: see :meth:`search`); CROSS JOIN as there. ``bm25`` is lower for a better
+        match (negative), so the weighted order is ascending."""
         fts = f"{table}_fts"
+        wsql, wparams = weight if weight is not None else ("1.0", ())
         rows = tx.tuples(
             f"SELECT r.id AS id, bm25({fts}, 1.0, 0.5) AS s FROM {fts} CROSS JOIN "
             f"{table} r ON r.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {where} "
-            "ORDER BY s, r.id LIMIT ?",
-            (" OR ".join(quote(w) for w in words), *params, limit))
+            f"ORDER BY s * {wsql}, r.id LIMIT ?",
+            (" OR ".join(quote(w) for w in words), *params, *wparams, limit))
         return [(rid, settled(-float(s))) for rid, s in rows]
 
     def _watch(self, tx: Any, table: str, top: int, total: int) -> None:

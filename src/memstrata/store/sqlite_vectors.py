@@ -462,8 +462,9 @@ class SQLiteVectorIndex:
         return list(zip(block.record_ids(rows), scores[top].tolist(), strict=True))
 
     def fact_scores(self, tx: Tx, where: str, params: Sequence[Any], qvec: np.ndarray,
-                    limit: int) -> list[tuple[str, float]]:
-        """(id, cosine) of facts passing ``where`` (alias ``r``), best first. Facts are few
+                    limit: int, *, weight: str = "1.0") -> list[tuple[str, float]]:
+        """(id, cosine) of facts passing ``where`` (alias ``r``), the ``limit`` best by the
+        cosine times ``weight``, best first. Facts are few
         per scope (the current set is scored whole), so this is exact. The filter selects
         ids and vector rowids from the indexes alone; a vector is read from the table once
         per process and kept by its rowid (rowids never repeat, so a replaced vector is a
@@ -471,7 +472,8 @@ class SQLiteVectorIndex:
         self.check_model(tx)
         # CROSS JOIN keeps facts the outer loop: driven from vectors, the join would read
         # every vector of the tenant (measured 480 ms against 25 ms at 100k episodes)
-        rows = tx.all(f"SELECT r.id AS id, v.rowid AS vr FROM facts r CROSS JOIN vectors v "
+        rows = tx.all(f"SELECT r.id AS id, v.rowid AS vr, {weight} AS wt FROM facts r "
+                      f"CROSS JOIN vectors v "
                       f"ON v.tenant = r.tenant AND v.record_id = r.id WHERE {where} "
                       "LIMIT 5000", params)
         if not rows:
@@ -488,7 +490,8 @@ class SQLiteVectorIndex:
                     cache[int(r["vr"])] = np.frombuffer(r["vec"], np.float32)
             mat = np.stack([cache[int(r["vr"])] for r in rows])
         scores = mat @ np.asarray(qvec, dtype=np.float32)
-        order = np.argsort(-scores)[:limit]
+        weights = np.fromiter((float(r["wt"]) for r in rows), np.float32, len(rows))
+        order = np.argsort(-(scores * weights), kind="stable")[:limit]
         return [(rows[int(i)]["id"], float(scores[int(i)])) for i in order]
 
     def record_scores(self, tx: Tx, tenant: str, table: str, ids: Sequence[str],
