@@ -722,3 +722,69 @@ def test_the_projects_own_line_is_found_among_a_hundred_user_wide_copies(
         assert res.items[0].score > res.items[1].score
         found = m.episodes.search(ALICE, "nightly ledger export", k=5)
         assert found[0].ref == own.ref
+
+
+def test_recall_dates_bound_facts_as_they_bound_episodes(
+        mem: Memory, clock: ManualClock) -> None:
+    """``since``/``until`` hold for every layer a recall reads: a fact is dated as its hit
+    shows it (when it holds from, else when it was stated). Before, a fact of June came
+    back for ``until`` February and for ``since`` next year."""
+    clock.set("2026-01-15T09:00:00Z")
+    jan = mem.episodes.append(ALICE, text="The invoice export moved to the new bucket",
+                              actor="user", source="chat:jan")
+    clock.set("2026-06-01T09:00:00Z")
+    june = mem.facts.propose(ALICE, claim="The invoice export runs nightly at 02:00",
+                             kind="decision", subject="invoice export", attribute="schedule",
+                             actor="user", source="chat:june").record
+    assert june is not None
+    held = mem.facts.propose(ALICE, claim="The invoice export bucket is eu-archive-2",
+                             kind="decision", subject="invoice export", attribute="bucket",
+                             actor="user", source="chat:bucket",
+                             valid_from="2026-01-20T00:00:00Z").record
+    assert held is not None
+    query = "invoice export"
+
+    def refs(**dates: str) -> set[str]:
+        return set(mem.recall(ALICE, query, k=10, **dates).refs)
+
+    assert refs() == {jan.ref, june.ref, held.ref}
+    assert refs(until="2026-02-01") == {jan.ref, held.ref}
+    assert refs(since="2026-01-01", until="2026-01-31") == {jan.ref, held.ref}
+    assert refs(since="2026-01-16", until="2026-01-19") == set()
+    assert refs(since="2026-05-31T23:00:00-02:00") == {june.ref}  # 01:00 UTC on 1 June
+    assert refs(since="2027-01-01") == set()
+
+
+def test_an_outcome_word_is_evidence_of_the_episode_that_holds_it(mem: Memory) -> None:
+    """The word index holds an episode's outcome; the evidence its own words give reads it
+    too. Before, "which plans were abandoned" found nothing until some other episode held
+    the word in its text."""
+    plans = [mem.episodes.append(ALICE, text=f"Plan: rewrite the {what} before the launch",
+                                 event="plan", outcome=outcome, actor="user",
+                                 source=f"chat:p{n}")
+             for n, (what, outcome) in enumerate((("refund policy", "abandoned"),
+                                                   ("pricing page copy", "abandoned"),
+                                                   ("onboarding guide", "approved")))]
+    res = mem.recall(ALICE, "which plans were abandoned", k=5, layers=["episodes"])
+    assert [h.ref for h in res.items][:2] == [p.ref for p in plans[:2]] or \
+        set(res.refs[:2]) == {plans[0].ref, plans[1].ref}
+    assert all(h.outcome == "abandoned" for h in res.items[:2])
+
+
+def test_one_common_word_is_no_evidence_for_a_fact_either(vmem: Memory) -> None:
+    """Facts take the evidence rule episodes take (scoring.evident): a claim holding a
+    quarter of the question's words, which the vector calls unrelated, is not returned.
+    Before, such facts came back at about 0.5 (their relevance is scaled to the best
+    fact's, and the rank fusion lifts the first of a short list)."""
+    for n, text in enumerate(["Oh wow, good for you.", "Good morning everyone!"]):
+        vmem.facts.propose(ALICE, claim=text, kind="preference", subject="team",
+                           attribute=f"note{n}", actor="user", source=f"chat:g{n}")
+    noise = vmem.recall(ALICE, "a good recipe for banana bread", k=5, layers=["facts"])
+    assert noise.items == [] and noise.empty_reason
+    # half the question's words is evidence whatever the vector says
+    half = vmem.recall(ALICE, "good morning banana", k=5, layers=["facts"])
+    assert [h.excerpt for h in half.items][:1] == ["Good morning everyone!"]
+    # a caller ranking the facts it chose (the LangGraph store's search) gets them all
+    ids = [f.id for f in vmem.facts.current(ALICE)]
+    ranked = vmem.gate.rank(ALICE, "a good recipe for banana bread", fact_ids=ids)
+    assert len(ranked) == 2

@@ -31,7 +31,15 @@ from ..scoping import principal_of
 from ..store.base import Row
 from ..store.lexical import AllCommon, terms
 from ..store.sql import marks
-from .scoring import adjust_raw, candidate_weight, coverage, semantic
+from .scoring import (
+    MIN_EVIDENCE,
+    WORDS_ALONE,
+    adjust_raw,
+    candidate_weight,
+    coverage,
+    evident,
+    semantic,
+)
 from .sources import RankRequest, RankSources
 from .temporal import window
 
@@ -70,9 +78,6 @@ _PREFETCH_BATCH = 16
 #: excerpt, its token count and the model's validation: 0.33-0.37 ms for a recall's 20 hits,
 #: measured at 10k and 20k episodes; the batch size itself was not tuned).
 _SHAPE_BATCH = 4
-#: Absolute evidence (semantic similarity or the share of the query's words in the text)
-#: a candidate needs to stand on its own.
-MIN_EVIDENCE = 0.25
 #: A candidate below :data:`MIN_EVIDENCE` is kept only beside evidence: when a candidate of
 #: the ranking has *semantic* evidence (one query word in common is not enough; without
 #: vectors, :data:`WORDS_ALONE` of the query's words in its own text), and its relevance is
@@ -95,12 +100,6 @@ NEIGHBOUR_SHARE = 0.3
 #: question scores under it and stays out, a turn found through its thread context (a
 #: third of the turn that holds the words, and more) stands.
 WORDS_SHARE = 0.4
-#: The share of the query's words that is evidence even where the vector calls the text
-#: unrelated (:func:`semantic` 0: "Oh wow, good for you." for "a good recipe for banana
-#: bread", one word in four). Below it, a word match counts only where the vector does
-#: not say so; a lexical-only ranking (no embedder), or one whose embedder knows nothing of
-#: meaning (``knows_meaning = False``: the hashing one), keeps :data:`MIN_EVIDENCE`.
-WORDS_ALONE = 0.5
 _MAX_EPISODE_REL = W_LEXICAL + W_SEMANTIC + W_SUBJECT + W_PERIOD
 _NAME_RE = re.compile(r"[A-Za-z][\w\-]*")
 
@@ -371,12 +370,6 @@ class EpisodeScorer:
             return W_LEXICAL * lexical + W_SEMANTIC * max(self.vec.get(rid, 0.0), 0.0)
         return 0.5 * self.lex.get(rid, 0.0) / self.top + 0.5 * cov
 
-    def _unrelated(self, cos: float | None) -> bool:
-        """The vector says the text is unrelated to the query: its cosine (or the bound of
-        a candidate the vector list left out) is where :func:`semantic` gives 0."""
-        near = cos if cos is not None else self.vec_floor
-        return self.vectors_judge and near is not None and semantic(near) <= 0.0
-
     def bound(self, rid: str) -> float:
         """No candidate scores above this uncapped score."""
         return (self._base(rid, 1.0) + self._extra) / _MAX_EPISODE_REL * self._most
@@ -407,12 +400,13 @@ class EpisodeScorer:
         cov = 0.0
         if self.q_terms and (not self.with_vectors or not self.lex or sem < MIN_EVIDENCE):
             row = self.rows[rid]
-            cov = coverage(self.q_terms, f"{row['text']} {row['event']}")
+            # what the word index holds of the episode itself: text, event and outcome
+            cov = coverage(self.q_terms, f"{row['text']} {row['event']} {row['outcome'] or ''}")
         rel = (self._base(rid, cov) + parts.boost) / _MAX_EPISODE_REL
         uncapped = rel * parts.factor
         self._relevance[rid] = rel
-        if sem >= MIN_EVIDENCE or (cov >= MIN_EVIDENCE and (
-                cov >= WORDS_ALONE or not self._unrelated(cos))):
+        if evident(sem, cov, cos if cos is not None else self.vec_floor,
+                   judge=self.vectors_judge):
             self.evident.add(rid)
         if sem >= MIN_EVIDENCE or (not self.with_vectors and cov >= WORDS_ALONE):
             self.best_evident = max(rel, self.best_evident or 0.0)

@@ -37,6 +37,7 @@ from .scoring import (
     adjust_raw,
     candidate_weight,
     coverage,
+    evident,
     fuse,
     rank_order,
     semantic,
@@ -188,7 +189,17 @@ def hybrid(src: RankSources, req: RankRequest) -> tuple[list[Hit], int]:
             found = src.facts.read_many(tx, req.scope.tenant, list(set(fact_lex) | set(vec)))
             cov = {rid: coverage(q_terms, f"{f.claim} {f.subject} {f.attribute}")
                    for rid, f in found.items()}
+            # a fact needs evidence of its own, as an episode does (a common word of the
+            # query is none where the vector calls the claim unrelated); a caller ranking
+            # the facts it chose (fact_ids: the LangGraph store's search) gets them all
+            judge = vectors is not None and qvec is not None and src.index.judges_meaning
+            floor = min(vec.values()) if len(vec) >= limit else None
             for rid, rel in fuse(fact_lex, vec, cov).items():
+                cos = vec.get(rid)
+                if req.fact_ids is None and not evident(
+                        semantic(cos) if cos is not None else 0.0, cov.get(rid, 0.0),
+                        cos if cos is not None else floor, judge=judge):
+                    continue
                 if rid in found:
                     uncapped = _fact_raw(found[rid], rel, req.now)
                     raw[f"fact:{rid}"] = uncapped
@@ -209,9 +220,17 @@ SUPERSEDED_FACT = "r.status = 'superseded'"
 
 
 def _fact_filter(src: RankSources, req: RankRequest) -> tuple[str, list[Any]]:
-    """The facts' read filter for this request (active and superseded, the listed ids)."""
+    """The facts' read filter for this request (active and superseded, the listed ids,
+    dated within ``since``/``until`` by the date a fact's hit shows: when it holds from,
+    else when it was stated)."""
     where, params = src.facts.filter_sql(req.scope, req.principal,
                                          statuses=("active", "superseded"))
+    if req.since is not None:
+        where += " AND COALESCE(r.valid_from, r.created_at) >= ?"
+        params = [*params, req.since]
+    if req.until is not None:
+        where += " AND COALESCE(r.valid_from, r.created_at) <= ?"
+        params = [*params, req.until]
     if req.fact_ids is not None:
         ids = sorted(req.fact_ids) or [""]
         where += f" AND r.id IN ({marks(ids)})"

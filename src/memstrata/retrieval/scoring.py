@@ -91,6 +91,30 @@ def semantic(cos: float) -> float:
     return min(1.0, max(0.0, (cos - 0.15) / 0.45))
 
 
+#: Absolute evidence (semantic similarity or the share of the query's words in the text)
+#: a candidate needs to stand on its own.
+MIN_EVIDENCE = 0.25
+#: The share of the query's words that is evidence even where the vector calls the text
+#: unrelated (:func:`semantic` 0: "Oh wow, good for you." for "a good recipe for banana
+#: bread", one word in four). Below it, a word match counts only where the vector does
+#: not say so; a lexical-only ranking (no embedder), or one whose embedder knows nothing of
+#: meaning (``knows_meaning = False``: the hashing one), keeps :data:`MIN_EVIDENCE`.
+WORDS_ALONE = 0.5
+
+
+def evident(sem: float, cov: float, near: float | None, *, judge: bool) -> bool:
+    """Whether a candidate has evidence of its own, for every layer: its meaning is close
+    (``sem``: :func:`semantic` of its cosine, :data:`MIN_EVIDENCE`), or it holds enough of
+    the query's words (``cov``) and, below :data:`WORDS_ALONE` of them, its vector does
+    not call it unrelated (``near``: its cosine, or the bound of one a vector list left
+    out; ``judge``: the embedder's cosine is meaning's)."""
+    if sem >= MIN_EVIDENCE:
+        return True
+    if cov < MIN_EVIDENCE:
+        return False
+    return cov >= WORDS_ALONE or not (judge and near is not None and semantic(near) <= 0.0)
+
+
 def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) -> dict[str, float]:
     """Hybrid relevance on 0..1: normalised BM25, query coverage, semantic similarity, and
     reciprocal-rank fusion of the two lists (k=60). A record with no evidence at all (no
@@ -113,5 +137,18 @@ def fuse(lex: dict[str, float], vec: dict[str, float], cov: dict[str, float]) ->
     return out
 
 
-__all__ = ["AUTHORITY", "SPECIFICITY_STEP", "SUPERSEDED_FACTOR", "adjust_raw",
-           "candidate_weight", "coverage", "fuse", "held", "rank_order", "semantic"]
+__all__ = [
+    "AUTHORITY",
+    "MIN_EVIDENCE",
+    "SPECIFICITY_STEP",
+    "SUPERSEDED_FACTOR",
+    "WORDS_ALONE",
+    "adjust_raw",
+    "candidate_weight",
+    "coverage",
+    "evident",
+    "fuse",
+    "held",
+    "rank_order",
+    "semantic",
+]
