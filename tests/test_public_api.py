@@ -175,3 +175,29 @@ def test_the_entry_points_refuse_bad_arguments_with_memstrata_s_errors(tmp_path:
         assert mem.default_tenant == "default"
         with pytest.raises(memstrata.ValidationError):
             mem.procedures.next_step("deploy", None)  # type: ignore[arg-type]
+
+
+def test_every_public_model_refuses_a_bad_field_with_memstratas_error() -> None:
+    """Each pydantic model memstrata exports refuses a field of the wrong type (given to the
+    constructor, or assigned) with memstrata's ValidationError naming the field, with a hint:
+    EpisodeInput, Procedure and Provenance raised pydantic's own error before."""
+    import pydantic
+    import pytest
+
+    import memstrata
+
+    models = [getattr(memstrata, name) for name in memstrata.__all__
+              if isinstance(getattr(memstrata, name), type)
+              and issubclass(getattr(memstrata, name), pydantic.BaseModel)]
+    assert {m.__name__ for m in models} >= {"EpisodeInput", "Procedure", "Provenance", "Scope",
+                                            "Fact", "Hit"}
+    for model in models:
+        with pytest.raises(memstrata.ValidationError) as refused:
+            model(no_such_field_anywhere=1)
+        assert "no_such_field_anywhere" in str(refused.value) and refused.value.hint
+    with pytest.raises(memstrata.ValidationError, match="actor"):
+        memstrata.Provenance(actor="robot", source="chat:1")
+    prov = memstrata.Provenance(actor="user", source="chat:1")
+    with pytest.raises(memstrata.ValidationError, match="actor"):
+        prov.actor = "robot"  # type: ignore[assignment]
+    assert prov.actor == "user"

@@ -105,7 +105,24 @@ def is_stale(recheck_after: datetime | None, now: datetime) -> bool:
 
 
 class _Model(BaseModel):
+    """The base of memstrata's models: a bad field, given to the constructor or assigned,
+    is memstrata's :class:`~memstrata.errors.ValidationError` naming it, with a hint
+    (pydantic's own error never reaches the caller; ``model_validate`` keeps pydantic's,
+    for the interfaces that report every field of a request)."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise refused(type(self), exc) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except pydantic.ValidationError as exc:
+            raise refused(type(self), exc) from None
 
 
 class Scope(BaseModel):

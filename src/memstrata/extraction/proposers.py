@@ -390,9 +390,8 @@ class LLMProposer:
                 raise ProviderError(f"{self.name}: candidate {n} is not an object")
             try:
                 out.append(Proposal(**{**item, "via": "llm"}))
-            except pydantic.ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                     for e in exc.errors())
+            except ValidationError as exc:
+                problems = "; ".join(exc.details.get("problems") or [exc.message])
                 raise ProviderError(f"{self.name}: candidate {n} is malformed: {problems}; "
                                     "nothing was written",
                                     hint="the model ignored the schema") from None
