@@ -240,12 +240,14 @@ def test_a_checkpoint_line_that_reads_as_an_instruction_is_shown_quarantined(
 @pytest.mark.parametrize("source", [
     "[page](https://evil.example/page)", "<https://evil.example/page>",
     "www.evil.example/page", "evil.example/page", "C:/Users/alice/notes.txt",
-    "\\\\fileserver\\share\\notes.txt", "notes.txt", "https\u200b://evil.example/page"])
+    "\\\\fileserver\\share\\notes.txt", "notes.txt", "https\u200b://evil.example/page",
+    "git@github.com:acme/infra.git", "alice@build01:/var/log/deploy.log",
+    "build01:/var/log/deploy.log", "build01:~/notes/deploy.md"])
 def test_a_user_mode_write_from_what_was_read_waits_as_the_tools(mem: Memory,
                                                                  source: str) -> None:
     """A user-mode server's write whose source names a page or a file (a Markdown link, a
-    bare domain, a Windows path, a file name, a URL with an invisible character) is the
-    tool's, and waits (before: only a plain ``https://`` or ``C:\\`` was lowered); a
+    bare domain, a Windows path, a file name, a URL with an invisible character, a remote
+    path as ssh, scp and git write it) is the tool's, and waits (before: only a plain ``https://`` or ``C:\\`` was lowered); a
     conversation's source stays the user's."""
     with ToolDispatcher(mem, S, actor="user") as tools:
         read = tools.dispatch("propose_memory", {

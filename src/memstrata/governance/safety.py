@@ -131,10 +131,13 @@ def screen_record(texts: Mapping[str, str | None], *, actor: str | None,
 
 #: A source that names what was read, not who said it: a URL (``https://``, ``www.``, a
 #: domain with a path, inside ``<...>`` or a Markdown link), a path (``/``, ``~/``, ``./``,
-#: ``C:\`` or ``C:/``, ``\\server\share``), a file name, or a tool's prefix.
+#: ``C:\`` or ``C:/``, ``\\server\share``), a remote path as ssh, scp and git write it
+#: (``git@github.com:acme/infra.git``, ``alice@build01:/var/log``, ``build01:/var/log``),
+#: a file name, or a tool's prefix.
 _READ_SOURCE = re.compile(
     r"^\s*[<\[(]?\s*(?:[a-z][a-z0-9+.-]*://|(?:tool|web|url|file|email|mail|api|mcp|page|doc"
-    r"|search)s?:|[~.]?/|[a-z]:[\\/]|\\\\|www\.|[a-z0-9-]+(?:\.[a-z0-9-]+)+/)"
+    r"|search)s?:|[~.]?/|[a-z]:[\\/]|\\\\|www\.|[a-z0-9-]+(?:\.[a-z0-9-]+)+/"
+    r"|[\w.-]+@[\w.-]+:|[\w.-]+:~?/)"
     r"|\]\(\s*[a-z][a-z0-9+.-]*://"
     r"|^\s*[\w .-]+\.(?:txt|md|pdf|docx?|csv|tsv|json|ya?ml|html?|log|xlsx?|pptx?|rtf|xml|eml"
     r"|ipynb|py|js|ts)\s*$", re.IGNORECASE)
