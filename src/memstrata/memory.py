@@ -323,8 +323,10 @@ class Memory:
         (after a model change), and rewrite the lexical entries of the threads that hold a
         restricted or expiring turn (:meth:`Episodes.rebuild_restricted_threads`); returns
         how many records were embedded. With ``missing``, embed only the records that have
-        no vector (written while the store was opened without an embedder: ``doctor``
-        reports them) and keep the rest."""
+        no vector (``doctor`` reports them: written while the store was opened without an
+        embedder, or left by a reindex that stopped) and keep the rest. Records other
+        processes write or forget meanwhile keep (or get no) vector as they should
+        (:func:`memstrata.layers.indexing.reindex`)."""
         total = _reindex(self.index, [self.facts, self.episodes, self.checkpoints],
                          progress=progress, missing=missing)
         rewritten: list[str] = []

@@ -186,3 +186,87 @@ def test_an_edited_approval_or_a_checkpoint_without_an_embedder_is_counted_and_m
     hits = mended.recall(alice, "where does she work at night", layers=["facts"], k=3).items
     assert hits and hits[0].excerpt == edited
     mended.close()
+
+
+class _Hooked:
+    """A layer for a reindex that runs ``then`` once its records are listed (another
+    process writing at that moment), else the layer itself."""
+
+    def __init__(self, layer: Any, then: Any) -> None:
+        self._layer, self._then = layer, then
+        self.table = layer.table
+
+    def embed_items(self, tx: Any, tenant: str) -> list[tuple[str, str]]:
+        items = list(self._layer.embed_items(tx, tenant))
+        self._then()
+        return items
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._layer, name)
+
+
+def test_a_record_written_while_a_reindex_runs_keeps_its_vector(
+        store_url: str, scratch_url: str | None, clock: ManualClock, alice: Scope,
+        store: StoreProbe) -> None:
+    """An episode another process appends (with the embedder) right after the reindex read
+    its list of records keeps a vector: the reindex clears a tenant before it lists it, so
+    it never deletes a vector it will not remake; doctor stays clean and says nothing of
+    an embedder when records lack vectors."""
+    from backends import open_store
+    from memstrata.layers.indexing import reindex
+    from memstrata.providers.embeddings import HashingEmbedder
+
+    mem = open_store(store_url, scratch_url, clock, HashingEmbedder(dims=64))
+    writer = open_store(store_url, scratch_url, clock, HashingEmbedder(dims=64))
+    for i in range(3):
+        mem.episodes.append(alice, text=f"routine deploy log line {i}", source=f"ci:{i}",
+                            actor="tool")
+
+    def append() -> None:
+        writer.episodes.append(alice, text="the walrus release shipped late", source="ci:w",
+                               actor="tool")
+
+    episodes = _Hooked(mem.episodes, append)
+    assert reindex(mem.index, [mem.facts, episodes, mem.checkpoints]) >= 3
+    assert store.counts()["episodes"] == 4
+    assert mem.doctor() == []
+    hits = mem.recall(alice, "walrus release", layers=["episodes"]).items
+    assert hits and "walrus" in hits[0].excerpt
+    # a record without a vector is reported with what mends it, not a guessed cause
+    with mem.db.transaction(alice.tenant) as tx:
+        mem.db.delete_vectors(tx, alice.tenant, [hits[0].ref.partition(":")[2]])
+    problems = mem.doctor()
+    assert len(problems) == 1 and "1 episodes" in problems[0], problems
+    assert "reindex --missing" in problems[0] and "embedder" not in problems[0]
+    assert mem.reindex(missing=True) == 1 and mem.doctor() == []
+    writer.close()
+    mem.close()
+
+
+def test_a_record_forgotten_while_a_reindex_runs_gets_no_vector(
+        store_url: str, scratch_url: str | None, clock: ManualClock, alice: Scope,
+        store: StoreProbe) -> None:
+    """An episode forgotten by another process after the reindex listed it, before its batch
+    is written, gets no vector back (a vector of forgotten text, belonging to no record)."""
+    from backends import open_store
+    from memstrata.layers.indexing import reindex
+    from memstrata.providers.embeddings import HashingEmbedder
+
+    mem = open_store(store_url, scratch_url, clock, HashingEmbedder(dims=64))
+    other = open_store(store_url, scratch_url, clock, HashingEmbedder(dims=64))
+    mem.episodes.append(alice, text="the backup finished", source="s:1", actor="tool")
+    mem.episodes.append(alice, text="my zebragarnet pin hint", source="s:2", actor="user")
+    forgotten: list[int] = []
+
+    def forget_the_second(done: int, total: int) -> None:
+        if done == 1 and not forgotten:  # the first batch is written, the second is not
+            forgotten.append(other.forget(alice, match="zebragarnet").counts["episodes"])
+
+    embedded = reindex(mem.index, [mem.facts, mem.episodes, mem.checkpoints], batch=1,
+                       progress=forget_the_second)
+    assert forgotten == [1]
+    assert store.counts()["vectors"] == 1 and not store.contains("zebragarnet")
+    assert mem.doctor() == []
+    assert embedded == 1  # the forgotten one is not counted
+    other.close()
+    mem.close()

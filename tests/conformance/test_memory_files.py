@@ -414,3 +414,33 @@ def test_a_model_supersession_takes_a_cited_task_field_out_of_the_working_contex
     assert "ask QA for the test matrix" not in working
     assert "- Objective: working on the 4.3 release notes instead" in working
     assert {r.line: r.destination for r in result.routes}[8] == "superseded"
+
+
+def test_two_imports_of_the_same_files_at_once_store_each_episode_once(
+        mem: Memory, store_url: str, scratch_url: str | None, clock: ManualClock,
+        tmp_path: Path, store: StoreProbe) -> None:
+    """The second import read the log before the first wrote anything (two `memstrata
+    import` runs at once): which episodes exist is decided again where they are written,
+    so each is stored once, and the second reports them as existing."""
+    from backends import open_store
+
+    files = _files(tmp_path, "".join(f"- 2026-08-{1 + i % 20:02d} (ci:{i % 7}): pipeline "
+                                      f"event {i} happened\n" for i in range(60)))
+    second = open_store(store_url, scratch_url, clock)
+    read_log = second.episodes.log
+    first: list[dict[str, int]] = []
+
+    def log_then_the_other_import(scope: Scope, **kwargs: object) -> list[object]:
+        logged = read_log(scope, **kwargs)
+        if not first:  # the other import runs whole, between this one's read and write
+            first.append(import_markdown(mem, ALICE, files, trust=True,
+                                         reviewer="rita").counts)
+        return list(logged)
+
+    second.episodes.log = log_then_the_other_import
+    report = import_markdown(second, ALICE, files, trust=True, reviewer="rita")
+    assert first == [{"episodes": 60}]
+    assert report.counts.get("episodes", 0) == 0 and report.counts["episodes_existing"] == 60
+    assert store.counts()["episodes"] == 60 and len(mem.episodes.log(ALICE)) == 60
+    assert mem.doctor() == []
+    second.close()

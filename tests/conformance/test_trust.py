@@ -247,8 +247,8 @@ def test_a_user_mode_write_from_what_was_read_waits_as_the_tools(mem: Memory,
                                                                  source: str) -> None:
     """A user-mode server's write whose source names a page or a file (a Markdown link, a
     bare domain, a Windows path, a file name, a URL with an invisible character, a remote
-    path as ssh, scp and git write it) is the tool's, and waits (before: only a plain ``https://`` or ``C:\\`` was lowered); a
-    conversation's source stays the user's."""
+    path as ssh, scp and git write it) is the tool's, and waits (before: only a plain
+    ``https://`` or ``C:\\`` was lowered); a conversation's source stays the user's."""
     with ToolDispatcher(mem, S, actor="user") as tools:
         read = tools.dispatch("propose_memory", {
             "claim": "Deploys skip code review", "kind": "constraint", "subject": "deploys",

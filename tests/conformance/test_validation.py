@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -59,6 +60,7 @@ def test_invalid_scope(mem: Memory, store: StoreProbe, scope: Any) -> None:
     {"text": ""}, {"text": "a\x00"}, {"text": "x" * 8001}, {"source": ""},
     {"actor": "robot"}, {"confidence": 2}, {"observed_at": "yesterday"},
     {"supersedes": "01ZZZZZZZZZZZZZZZZZZZZZZZZ"}, {"text": ["a", "list"]},
+    {"expires_at": "2020-01-01"},
 ])
 def test_bad_episode_input(mem: Memory, store: StoreProbe, alice: Scope,
                            change: dict[str, Any]) -> None:
@@ -76,6 +78,17 @@ def test_a_bad_item_in_a_batch_writes_nothing(mem: Memory, store: StoreProbe, al
             {"scope": alice, "text": "", "source": "s", "actor": "user"},
         ])
     assert store.counts() == before
+    # an expiry already past would hide the episode from every read at once: refused, as a
+    # fact's is (it was stored, counted and never shown)
+    with pytest.raises(ValidationError, match="expires_at is already in the past"):
+        mem.episodes.append_many([
+            {"scope": alice, "text": "fine", "source": "s", "actor": "user"},
+            {"scope": alice, "text": "gone", "source": "s", "actor": "user",
+             "expires_at": "2020-01-01T00:00:00Z"}])
+    assert store.counts() == before
+    kept = mem.episodes.append(alice, text="kept a week", source="s", actor="user",
+                               expires_at=mem.clock.now() + timedelta(days=7))
+    assert mem.episodes.get(kept.id, alice).text == "kept a week"
 
 
 def test_bad_checkpoint_ledger_scratch_input(mem: Memory, store: StoreProbe, alice: Scope) -> None:

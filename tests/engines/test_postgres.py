@@ -371,8 +371,12 @@ def _vector_corpus(mem: Memory) -> dict[str, str]:
         ("restricted", Scope(project="docs-site"), {"readers": ["carol"]}),
         ("expired", ALICE, {"expires_at": "2026-08-01T00:00:00+00:00"}),
     ):
+        now = mem.clock.now()
+        if "expires_at" in extra:  # written before it expired (a past expiry is refused)
+            mem.clock.set("2026-07-31T00:00:00+00:00")  # type: ignore[attr-defined]
         ep = mem.episodes.append(scope, text=f"{base} ({label})", source="ci", actor="tool",
                                  observed_at="2026-07-30T00:00:00+00:00", **extra)
+        mem.clock.set(now)  # type: ignore[attr-defined]
         labels[ep.id] = label
     for i in range(40):
         ep = mem.episodes.append(ALICE, text=f"unrelated note number {i} about lunch",

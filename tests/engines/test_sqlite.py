@@ -113,6 +113,40 @@ def test_a_forget_scrubs_the_full_text_index_in_place(mem: Memory, db_path: Path
     assert mem.doctor() == []
 
 
+def test_a_forget_while_another_connection_reads_says_it_did_not_compact(
+        db_path: Path) -> None:
+    """Another connection holds a read open past the busy timeout: the checkpoint cannot
+    truncate the WAL, which still holds the forgotten text, so the forget says
+    ``compacted=False`` with a note; the store checkpoints again after its next write,
+    once the read is over, and the text leaves every file."""
+    mem = Memory.open(f"sqlite:///{db_path}", embedder=None, busy_timeout_ms=100)
+    scope = Scope(user="alice", project="p")
+    for i in range(20):
+        mem.episodes.append(scope, text=f"ordinary line {i}", actor="tool", source=f"ci:{i}")
+    mem.episodes.append(scope, text="my bank pin hint is walrusgarnet", actor="user",
+                        source="chat:1")
+    reader = raw(db_path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM episodes").fetchone()  # a read snapshot, held
+
+    def holding() -> list[str]:
+        return [p.name for p in sqlite_store_files(db_path)
+                if b"walrusgarnet" in p.read_bytes()]
+
+    report = mem.forget(scope, match="walrusgarnet")
+    assert report.counts["episodes"] == 1
+    assert report.compacted is False
+    assert any("write-ahead log" in n and "busy_timeout" in n for n in report.notes), \
+        report.notes
+    assert holding() == [f"{db_path.name}-wal"]  # what the note says
+    reader.execute("COMMIT")
+    mem.episodes.append(scope, text="a later line", actor="tool", source="ci:x")
+    assert holding() == []
+    assert mem.forget(scope, match="ordinary line 3").compacted is True
+    reader.close()
+    mem.close()
+
+
 class _FailingRollbackTo:
     """A connection whose ``ROLLBACK TO`` fails (a dying disk), everything else real."""
 

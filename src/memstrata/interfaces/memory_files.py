@@ -15,7 +15,9 @@ Contract:
   other entry the policy held back) approved, with that person as reviewer.
   Entries of "Pending identity changes" stay pending. Re-importing is
   idempotent: equal facts are duplicates, existing episodes and unchanged
-  checkpoints are skipped.
+  checkpoints are skipped. Which episodes exist is decided again inside each
+  batch's write transaction (:meth:`~memstrata.layers.episodes.Episodes.append_missing`),
+  so two imports of the same files at once store each episode once.
 
 The file format itself is :mod:`memstrata.interfaces.markdown`.
 """
@@ -282,10 +284,15 @@ def _import_episodes(mem: Memory, scope: Scope, entries: list[EpisodeEntry],
             return
         for start in range(0, len(batch), 500):
             chunk = batch[start:start + 500]
-            stored = mem.episodes.append_many([i for _, i in chunk])
-            for (entry, _), new in zip(chunk, stored, strict=True):
-                by_day.setdefault(entry.day, []).append((new.id, entry.source, entry.event))
-        report.add("episodes", len(batch))
+            # decided again where it is written: another import of these files may have
+            # stored some since the log was read (each is stored once, whoever wins)
+            stored = mem.episodes.append_missing([i for _, i in chunk],
+                                                 [entry.key for entry, _ in chunk], _key)
+            for (entry, _), (ep, new) in zip(chunk, stored, strict=True):
+                report.add("episodes" if new else "episodes_existing")
+                if new:
+                    by_day.setdefault(entry.day, []).append((ep.id, entry.source,
+                                                             entry.event))
         batch.clear()
 
     for e in entries:

@@ -27,7 +27,7 @@ Contract:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -276,6 +276,16 @@ class Checkpoints:
                 for r in tx.all("SELECT scope_key, task, version, data FROM checkpoints "
                                 "WHERE tenant = ? ORDER BY scope_key, task, version",
                                 (tenant,))]
+
+    def hold_stored(self, tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
+        """Of these vector ids, those whose checkpoint version is still stored, for a
+        reindex's batch (read in its write transaction: on PostgreSQL the read takes the
+        tenant lock a forget holds)."""
+        wanted = set(ids)
+        return {vid for r in tx.all("SELECT scope_key, task, version FROM checkpoints "
+                                    "WHERE tenant = ?", (tenant,))
+                if (vid := checkpoint_vector_id(r["scope_key"], r["task"], int(r["version"])))
+                in wanted}
 
     def handoffs_in(self, tx: Tx, scope: Scope,
                     limit: int = 2000) -> list[tuple[Checkpoint, str]]:

@@ -7,7 +7,10 @@ Contract:
   ``source`` are required), outcome, confidence, optional ``expires_at`` and
   ``supersedes``. A correction is a *new* entry naming what it supersedes (and inheriting
   its restricted readers); rows are never updated (a trigger refuses UPDATE and any DELETE
-  outside forget/retention). ``append_many`` writes a batch in one transaction.
+  outside forget/retention). ``append_many`` writes a batch in one transaction;
+  ``append_missing`` leaves out the items whose key an episode of their thread already has,
+  decided inside that transaction with the threads held (an idempotent re-import, also
+  when two run at once).
 - Every write is screened (:mod:`memstrata.governance.safety`): secrets are redacted in
   every stored string (text, evidence, outcome, source, event, subject, thread); content
   from an untrusted actor (the policy's ``untrusted_actors``) is flagged ``untrusted``, and
@@ -39,7 +42,7 @@ Contract:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -188,6 +191,26 @@ class Episodes:
 
     def append_many(self, items: Sequence[EpisodeInput | dict[str, Any]]) -> list[Episode]:
         """Append a batch in one transaction (all or nothing)."""
+        return [ep for ep, _ in self._append(self._inputs(items))]
+
+    def append_missing(self, items: Sequence[EpisodeInput | dict[str, Any]],
+                       keys: Sequence[Hashable],
+                       key: Callable[[Episode], Hashable]) -> list[tuple[Episode, bool]]:
+        """:meth:`append_many`, leaving out each item whose ``keys[n]`` is the ``key`` of an
+        episode already in its thread (of exactly its scope, readable by its user,
+        unexpired) or of an earlier item: decided inside the write transaction, its threads
+        held, so two writers of the same items at once (two imports of one file) store each
+        once. Returns, per item, the episode stored (True) or the one already there (False)."""
+        inputs = self._inputs(items)
+        if isinstance(keys, str | bytes) or not isinstance(keys, Sequence) or \
+                len(keys) != len(inputs) or not callable(key):
+            raise ValidationError("append_missing takes the items, one key per item, and "
+                                  "the function that gives a stored episode's key",
+                                  hint="e.g. append_missing(items, [i['source'] for i in "
+                                       "items], lambda ep: ep.provenance.source)")
+        return self._append(inputs, (list(keys), key))
+
+    def _inputs(self, items: Sequence[EpisodeInput | dict[str, Any]]) -> list[EpisodeInput]:
         if isinstance(items, str | bytes | dict) or not isinstance(items, Sequence):
             raise ValidationError("append_many takes a list of episodes (dicts or "
                                   "EpisodeInput)", hint="e.g. [{'scope': ..., 'text': ...}]")
@@ -201,6 +224,13 @@ class Episodes:
                 raise ValidationError(f"episode {n} is a {type(i).__name__}, not a dict",
                                       hint="each item is an EpisodeInput or a dict of "
                                            "append()'s arguments: scope, text, actor, source")
+        return inputs
+
+    def _append(self, inputs: list[EpisodeInput],
+                unless: tuple[list[Hashable], Callable[[Episode], Hashable]] | None = None
+                ) -> list[tuple[Episode, bool]]:
+        """Write a batch (:meth:`append_many`); with ``unless`` (keys, key), only the items
+        whose key no episode of their thread has yet (:meth:`append_missing`)."""
         if not inputs:
             return []
         tenants = {i.scope.tenant for i in inputs}
@@ -208,6 +238,13 @@ class Episodes:
             raise ValidationError("a batch must stay within one tenant")
         tenant = tenants.pop()
         now = self._clock.now()
+        past = [n for n, i in enumerate(inputs) if i.expires_at is not None and
+                i.expires_at <= now]
+        if past:  # stored, it would be hidden from every read at once: refused, as a fact's
+            raise ValidationError(
+                f"expires_at is already in the past (episode {past[0]}: "
+                f"{inputs[past[0]].expires_at}); nothing was written",
+                hint="give a future expires_at, or none to keep the episode")
         inputs = [self._screen(i) for i in inputs]
         # observed_at defaults to now, the thread to the source: resolved once, so the row
         # and its index agree
@@ -220,6 +257,15 @@ class Episodes:
         texts = self._threads.vector_texts(inputs, self._threads.plan(tenant, inputs, ids))[0]
         made = self._index.embed(texts, tenant=tenant)
         with self._db.transaction(tenant) as tx:
+            total = len(inputs)
+            found: dict[int, Episode] = {}
+            same: dict[int, int] = {}
+            if unless is not None:
+                found, same = self._logged(tx, tenant, inputs, *unless)
+                fresh = [n for n in range(total) if n not in found and n not in same]
+                if not fresh:
+                    return [(found[n], False) for n in range(total)]
+                inputs, ids = [inputs[n] for n in fresh], [ids[n] for n in fresh]
             plan, moved, vectors = self._threads.replace(tx, tenant, inputs, ids, texts, made)
             for n, item in enumerate(inputs):
                 if item.supersedes is not None:
@@ -240,7 +286,44 @@ class Episodes:
                               None if vectors is None else vectors[:len(inputs)])
             self._threads.refresh(tx, tenant, plan.refresh, moved,
                           None if vectors is None else vectors[len(inputs):])
-            return list(self._read_many(tx, tenant, ids).values())
+            stored = iter(self._read_many(tx, tenant, ids).values())
+            out: list[tuple[Episode, bool]] = []
+            for n in range(total):
+                out.append((found[n], False) if n in found else
+                           (out[same[n]][0], False) if n in same else (next(stored), True))
+            return out
+
+    def _logged(self, tx: Tx, tenant: str, inputs: Sequence[EpisodeInput],
+                keys: Sequence[Hashable], key: Callable[[Episode], Hashable]
+                ) -> tuple[dict[int, Episode], dict[int, int]]:
+        """Inside the write transaction, its threads held first: the positions of the items
+        whose key an episode of their thread has (exactly their scope, readable by its
+        user, unexpired), with that episode, and of those whose key an earlier item has,
+        with its position."""
+        self._db.lock_threads(tx, tenant, self._threads.threads_in(inputs))
+        now = self._clock.now()
+        have: dict[tuple[str, Hashable], Episode] = {}
+        by_scope: dict[str, tuple[Scope, set[str]]] = {}
+        for i in inputs:
+            by_scope.setdefault(i.scope.key, (i.scope, set()))[1].add(str(i.thread))
+        for scope, threads in by_scope.values():
+            where, params = self.filter_sql(scope, None)
+            for chunk in chunks(sorted(threads)):
+                for row in tx.all(f"{_SELECT} WHERE {where} AND r.scope_key = ? AND r.thread "
+                                  f"IN ({marks(chunk)})", (*params, scope.key, *chunk)):
+                    ep = episode_from_row(row, now=now)
+                    have.setdefault((scope.key, key(ep)), ep)
+        found: dict[int, Episode] = {}
+        same: dict[int, int] = {}
+        first: dict[tuple[str, Hashable], int] = {}
+        for n, (item, k) in enumerate(zip(inputs, keys, strict=True)):
+            if (item.scope.key, k) in have:
+                found[n] = have[(item.scope.key, k)]
+            elif (item.scope.key, k) in first:
+                same[n] = first[(item.scope.key, k)]
+            else:
+                first[(item.scope.key, k)] = n
+        return found, same
 
     def _screen(self, item: EpisodeInput) -> EpisodeInput:
         """Secrets redacted in every stored string; the trust flags of the text."""
@@ -371,6 +454,18 @@ class Episodes:
     def embed_items(self, tx: Tx, tenant: str) -> list[tuple[str, str]]:
         """(id, embed text) of every episode of the tenant, for a reindex."""
         return self._threads.embed_items(tx, tenant)
+
+    def hold_stored(self, tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
+        """Of these episodes, those still stored, for a reindex's batch: their threads are
+        held first (:meth:`threads_of`, as a forget or a sweep holds them before it
+        deletes), then they are read again, so one deleted meanwhile is not among them."""
+        self.threads_of(tx, tenant, ids)
+        found: set[str] = set()
+        for chunk in chunks(list(ids)):
+            found.update(r["id"] for r in tx.all(
+                f"SELECT id FROM episodes WHERE tenant = ? AND id IN ({marks(chunk)})",
+                (tenant, *chunk)))
+        return found
 
     def clear_links(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
         """Clear ``supersedes`` links that point at forgotten episodes."""

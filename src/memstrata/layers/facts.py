@@ -591,4 +591,14 @@ class Facts(FactReads):
         return [(r["id"], self.embed_text(r["claim"])) for r in tx.all(
             "SELECT id, claim FROM facts WHERE tenant = ? ORDER BY id", (tenant,))]
 
+    def hold_stored(self, tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
+        """Of these facts, those still stored, for a reindex's batch (read in its write
+        transaction: on PostgreSQL the read takes the tenant lock a forget holds)."""
+        found: set[str] = set()
+        for chunk in chunks(list(ids)):
+            found.update(r["id"] for r in tx.all(
+                f"SELECT id FROM facts WHERE tenant = ? AND id IN ({marks(chunk)})",
+                (tenant, *chunk)))
+        return found
+
 __all__ = ["COLUMNS", "DEDUP_MODES", "RETIRE_AFTER_CONTRADICTIONS", "Facts", "fact_from_row"]

@@ -20,8 +20,11 @@ Contract:
 - Afterwards the backend compacts (FTS optimize, WAL truncate, secure delete), so the
   forgotten text is not in the database file's bytes, and a vector index with files of its
   own scrubs the forgotten vectors from them; a failure of either, or an engine that may
-  not compact some tables (a PostgreSQL role without VACUUM rights), is reported
-  (``compacted=False``, a note) and retried later, never raised over a committed forget.
+  not compact some tables (a PostgreSQL role without VACUUM rights), or a compaction
+  another connection kept from finishing (SQLite: a read held past the busy timeout keeps
+  the text in the WAL), is reported (``compacted=False``, a note saying what to do) and
+  retried later (by the engine: SQLite after its next write and on close; and by the next
+  forget or sweep that deletes), never raised over a committed forget.
 - ``total`` counts the records removed; ``vectors`` (their index entries) is not added.
 - Returns a ForgetReport with counts per layer; ``vectors`` counts the stored vectors of
   the forgotten records (measured, the same in a dry run); ``dry_run`` changes nothing.

@@ -11,11 +11,17 @@ no vectors and every search is lexical.
 versions) in every tenant with the current embedder: driven from here, over the texts each
 layer defines, while the engine's
 :class:`~memstrata.store.base.VectorIndex` only clears and stores vectors. It clears each
-tenant and then stores the new vectors in batches (embedding never holds the write lock),
-or, with ``missing=True``, embeds only the records that have no vector,
-each its own transaction: a failure after the first clear raises a BackendError saying
+tenant, *then* lists the records to embed, and stores the new vectors in batches (embedding
+never holds the write lock), or, with ``missing=True``, embeds only the records that have
+no vector. Under concurrent writers: a record committed before a tenant's clear is in the
+list; one committed after it was written with its own vector (or without an embedder, as
+its writer said), so no record a reindex overlaps ends without a vector because of it. Each
+batch's transaction first holds its records against a forget or a sweep
+(:meth:`Embeddable.hold_stored`) and writes the vectors of those still stored only, so no
+vector outlives its record. A failure after the first clear raises a BackendError saying
 what was done (``details["done"]``: the tenants cleared, the records re-embedded so far);
-running the reindex again starts over and completes it.
+running the reindex again starts over and completes it, and ``missing=True`` goes on where
+it stopped.
 """
 
 from __future__ import annotations
@@ -153,12 +159,18 @@ class Embeddable(Protocol):
         """(record id, the text its vector is made from) for every record of the tenant."""
         ...
 
+    def hold_stored(self, tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
+        """Inside a write transaction: which of these records (by the id their vector is
+        stored under) are still stored, held until the transaction ends against a forget
+        or a sweep that would delete them (so a vector written for one never outlives it)."""
+        ...
+
 
 def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
             progress: Callable[[int, int], None] | None = None, batch: int = 256,
             missing: bool = False) -> int:
-    """Re-embed every record of ``layers`` in every tenant; returns how many. With
-    ``missing``, embed only the records that have no vector
+    """Re-embed every record of ``layers`` in every tenant; returns how many were embedded.
+    With ``missing``, embed only the records that have no vector
     (:func:`~memstrata.store.sql.without_vector_sql`) and keep the others: the vectors
     there must be this embedder's (the engine refuses another model's, ConfigError)."""
     vectors = index.vectors
@@ -168,28 +180,32 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
         raise ConfigError("reindex needs an embedder",
                           hint="open the store with an embedder, e.g. --embedder minilm")
     db = index.db
-    work: list[tuple[str, str, str, str]] = []
+    by_table = {layer.table: layer for layer in layers}
     tenants = db.tenants()
-    for tenant in tenants:
-        # with missing: a write transaction, as the model is recorded on first use
-        with db.transaction(tenant, write=missing) as tx:
-            if missing:
-                vectors.check_model(tx)  # another model's vectors: a full reindex
-            for layer in layers:
-                lacking = {r["id"] for r in tx.all(without_vector_sql(layer.table),
-                                                   (tenant,))} if missing else None
-                work += [(layer.table, tenant, rid, text)
-                         for rid, text in layer.embed_items(tx, tenant)
-                         if lacking is None or rid in lacking]
-    total, done = len(work), 0
+    total = done = 0
     cleared: list[str] = []
     try:
         # every tenant is cleared before the first new vector: an engine that records one
-        # model per file (SQLite) must not see old vectors beside new ones
+        # model per file (SQLite) must not see old vectors beside new ones. The records are
+        # listed after the clear: one listed before it and written by another process
+        # between the two would lose the vector its writer gave it, and not be re-embedded
         for tenant in tenants if not missing else ():
             with db.transaction(tenant) as tx:
                 vectors.clear(tx, tenant)
             cleared.append(tenant)
+        work: list[tuple[str, str, str, str]] = []
+        for tenant in tenants:
+            # with missing: a write transaction, as the model is recorded on first use
+            with db.transaction(tenant, write=missing) as tx:
+                if missing:
+                    vectors.check_model(tx)  # another model's vectors: a full reindex
+                for layer in layers:
+                    lacking = {r["id"] for r in tx.all(without_vector_sql(layer.table),
+                                                       (tenant,))} if missing else None
+                    work += [(layer.table, tenant, rid, text)
+                             for rid, text in layer.embed_items(tx, tenant)
+                             if lacking is None or rid in lacking]
+        total = len(work)
         for start in range(0, total, batch):
             chunk = work[start:start + batch]
             vecs = index.embed([c[3] for c in chunk])
@@ -198,11 +214,15 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
                 by_target.setdefault((tenant, table), []).append(i)
             for (tenant, table), rows in by_target.items():
                 with db.transaction(tenant) as tx:
-                    vectors.add(tx, table, tenant, [chunk[i][2] for i in rows],
-                                vecs[rows] if vecs is not None else None)
+                    # a record forgotten (or swept) since it was listed gets no vector
+                    stored = by_table[table].hold_stored(tx, tenant, [chunk[i][2] for i in rows])
+                    rows = [i for i in rows if chunk[i][2] in stored]
+                    if rows:
+                        vectors.add(tx, table, tenant, [chunk[i][2] for i in rows],
+                                    vecs[rows] if vecs is not None else None)
                 done += len(rows)
             if progress:
-                progress(done, total)
+                progress(start + len(chunk), total)
     except MemstrataError as exc:
         if not cleared and not done:
             raise
@@ -212,7 +232,7 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
                            done={"cleared": cleared, "embedded": done, "total": total}) from exc
     finally:
         vectors.invalidate()  # whatever happened, what this process cached may be gone
-    return total
+    return done
 
 
 __all__ = ["Embeddable", "IndexEntry", "RecordIndex", "reindex"]

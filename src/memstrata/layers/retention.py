@@ -52,7 +52,9 @@ def sweep(db: Database, clock: Clock, facts: Facts, episodes: Episodes,
                            done={"tenants": swept, "counts": dict(out)}) from exc
     if out["episodes"]:
         try:
-            db.compact()
+            for note in db.compact():
+                logging.getLogger("memstrata").warning("swept %s, but not compacted: %s",
+                                                       out, note)
         except MemstrataError as exc:
             logging.getLogger("memstrata").warning(
                 "swept %s, but compaction failed (%s); the next compaction (a later sweep "

@@ -77,11 +77,12 @@ def _verify_tenant(db: Database, tenant: str, now: datetime) -> list[str]:
                                         f"({without_vector_sql(t)}) m", (tenant,)))
                        for t in VECTOR_TABLES}
             if any(missing.values()):
+                # why they lack one is not known here (no embedder when written, a reindex
+                # cut short, a forgotten neighbour's line): what mends them is
                 problems.append(
-                    "records without a vector (written while the store was opened without "
-                    f"an embedder; semantic search misses them), tenant {tenant}: " +
-                    ", ".join(f"{n} {t}" for t, n in missing.items() if n) +
-                    ": run `memstrata reindex --missing`")
+                    "records without a vector (semantic search misses them), tenant "
+                    f"{tenant}: " + ", ".join(f"{n} {t}" for t, n in missing.items() if n) +
+                    ": run `memstrata reindex --missing` to embed them")
         expired = tx.one("SELECT count(*) AS n FROM scratch WHERE tenant = ? AND "
                          "expires_at <= ?", (tenant, now))
         if expired and expired["n"]:

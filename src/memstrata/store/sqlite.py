@@ -15,7 +15,12 @@ Contract (the schema and its invariants are in :mod:`memstrata.store.sqlite_sche
 - ``secure_delete`` is on (freed pages are zeroed), the full-text tables delete in place
   (FTS5 ``secure-delete``, migration m006), and :meth:`SQLiteDatabase.compact` truncates
   the WAL, so forgotten text leaves the file at a cost proportional to what was forgotten,
-  not to the store. The driver is :mod:`memstrata.store.sqlite_driver` (a current SQLite).
+  not to the store. The checkpoint that truncates it waits for other connections' reads
+  (up to ``busy_timeout``); when one still reads, or not every page was copied back, the
+  deleted text stays in ``<file>-wal``: ``compact`` says so (its note), and this database
+  checkpoints again, without waiting, after each of its later write transactions and when
+  it closes, until one succeeds. The driver is :mod:`memstrata.store.sqlite_driver` (a
+  current SQLite).
 - Full-text search is FTS5 (porter stemming); a record's thread context sits in a second
   column at half the weight of its own text. The ranking is BM25 over the caller's rows
   alone, and in a large index very common query words are left out
@@ -134,6 +139,8 @@ class SQLiteDatabase:
         self._orphaned = 0
         self._search = TextSearch()
         self._writes = False
+        #: A compaction found the WAL busy: checkpoint again after the next write (and on close).
+        self._compaction_due = False
         self._conn = self._connect()
         self._migrate()
 
@@ -269,6 +276,9 @@ class SQLiteDatabase:
                 if not nested and c is self._conn:
                     self._rollback_or_reopen()
                 raise BackendError(f"commit failed: {exc}") from exc
+            if not nested and self._writes and self._compaction_due:
+                with suppress(sqlite3.Error):  # the commit stands; retried after the next one
+                    self._checkpoint(wait=False)
 
     def tenants(self) -> list[str]:
         with self._lock:
@@ -349,16 +359,38 @@ class SQLiteDatabase:
 
     # -- maintenance ----------------------------------------------------
     def compact(self) -> list[str]:
+        """Checkpoint the WAL into the file and truncate it (waiting up to ``busy_timeout``
+        for other connections' reads); a note when it could not (see the module contract)."""
         with self._lock:
-            c = self._conn
             try:
                 # deleted rows' pages are zeroed (secure_delete) and their index terms
                 # removed in place (FTS5 secure-delete, m006); what is left is the WAL
-                c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                return self._checkpoint(wait=True)
             except sqlite3.Error as exc:
                 self._rollback_or_reopen()
                 raise BackendError(f"compaction failed: {exc}") from exc
-        return []
+
+    def _checkpoint(self, *, wait: bool) -> list[str]:
+        """``wal_checkpoint(TRUNCATE)``, judged by its result row (busy, WAL pages, pages
+        copied back): the statement succeeds even when a reader kept it from finishing.
+        Without ``wait``, it gives up at once on a busy lock (a retry after a write)."""
+        c = self._conn
+        if not wait:
+            c.execute("PRAGMA busy_timeout = 0")
+        try:
+            busy, log, copied = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            if not wait:
+                c.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        self._compaction_due = bool(busy) or log != copied
+        if not self._compaction_due:
+            return []
+        return [f"another connection was still using {self.path.name} after "
+                f"{self._busy_timeout_ms / 1000:g} s (busy_timeout), so its write-ahead log "
+                f"{self.path.name}-wal still holds the deleted text ({copied} of {log} pages "
+                "copied back); this process checkpoints it again after its next write and "
+                "when it closes the store: end the long read or write (a server's or a "
+                "shell's open transaction), then write to or close the store"]
 
     def verify(self) -> list[str]:
         problems: list[str] = []
@@ -407,6 +439,9 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         with self._lock:
+            if self._compaction_due:
+                with suppress(sqlite3.Error):
+                    self._checkpoint(wait=False)
             try:
                 self._conn.execute("PRAGMA optimize")
                 self._conn.close()
