@@ -146,17 +146,22 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid TOML: {exc}",
                           hint="fix the file or move it away") from exc
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
+        raise ConfigError(f"cannot read {path}: {exc}",
+                          hint=f"make {path} readable, or point $MEMSTRATA_CONFIG at "
+                               "another file") from exc
     unknown = sorted(set(data) - set(ENV_VARS) - {"policy"})
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}",
                           hint="known keys: " + ", ".join([*ENV_VARS, "[policy]"]))
     for key in ENV_VARS:
         if key in data and not isinstance(data[key], str):
-            raise ConfigError(f"{path}: {key} must be a string")
+            raise ConfigError(f"{path}: {key} must be a string, not {data[key]!r}",
+                              hint=f'quote it in {path}: {key} = "..."')
     policy = data.get("policy", {})
     if not isinstance(policy, dict):
-        raise ConfigError(f"{path}: policy must be a table ([policy])")
+        raise ConfigError(f"{path}: policy must be a table ([policy])",
+                          hint=f"in {path}, put the policy keys under a [policy] line: "
+                               + ", ".join(POLICY_TYPES))
     bad = sorted(set(policy) - set(POLICY_TYPES))
     if bad:
         raise ConfigError(f"{path}: unknown policy key(s) {', '.join(bad)}",
@@ -164,26 +169,48 @@ def _read_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _policy_value(key: str, value: Any, where: str) -> Any:
+#: What each policy setting accepts, in words (for the error that refuses another value).
+POLICY_ALLOWED: dict[str, str] = {
+    "min_confidence": "a number from 0 to 1",
+    "secrets": "'reject' or 'redact'",
+    "pii_to_review": "true or false",
+    "dedup_cosine": "a number from 0 to 1",
+}
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _policy_value(key: str, value: Any, *, path: Path, var: str | None = None) -> Any:
+    """``value`` of ``policy.key`` as the policy takes it, read from the environment
+    variable ``var`` (when given) or the config file ``path``; any other value is a
+    ConfigError that names the setting, where it came from and what it accepts."""
     kind = POLICY_TYPES[key]
     if kind is float:
+        number = value
         if isinstance(value, str):
             try:
-                value = float(value)
+                number = float(value)
             except ValueError:
-                raise ConfigError(f"{where}: policy.{key} must be a number") from None
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-            raise ConfigError(f"{where}: policy.{key} must be a number from 0 to 1")
-        return float(value)
-    if kind is bool:
-        if isinstance(value, str):
-            value = value.strip().lower() in ("1", "true", "yes", "on")
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: policy.{key} must be true or false")
+                number = None
+        if isinstance(number, int | float) and not isinstance(number, bool) \
+                and 0 <= number <= 1:
+            return float(number)
+    elif kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+    elif value in ("reject", "redact"):  # secrets
         return value
-    if key == "secrets" and value not in ("reject", "redact"):
-        raise ConfigError(f"{where}: policy.secrets must be 'reject' or 'redact'")
-    return value
+    allowed = POLICY_ALLOWED[key]
+    if var is not None:
+        raise ConfigError(f"policy.{key} from the environment variable {var} must be "
+                          f"{allowed}, not {value!r}",
+                          hint=f"set {var} to {allowed}, or unset it (then the config file's "
+                               "value applies, else the default)")
+    raise ConfigError(f"policy.{key} in {path} must be {allowed}, not {value!r}",
+                      hint=f"set {key} under [policy] in {path} to {allowed}, or remove "
+                           "the line to use the default")
 
 
 def load_config(flags: Mapping[str, Any] | None = None, *,
@@ -211,13 +238,13 @@ def load_config(flags: Mapping[str, Any] | None = None, *,
     for key in POLICY_TYPES:
         var = POLICY_ENV_VARS.get(key, "")
         if var and env.get(var):
-            policy[key] = _policy_value(key, env[var], f"env:{var}")
+            policy[key] = _policy_value(key, env[var], path=path, var=var)
             sources[f"policy.{key}"] = f"env:{var}"
         elif key in file_policy:
-            policy[key] = _policy_value(key, file_policy[key], str(path))
+            policy[key] = _policy_value(key, file_policy[key], path=path)
             sources[f"policy.{key}"] = f"file:{path}"
     return Config(home=home, file=path, values=values, policy_values=policy, sources=sources)
 
 
-__all__ = ["DEFAULTS", "ENV_VARS", "POLICY_ENV_VARS", "Config", "config_file", "default_home",
-           "load_config"]
+__all__ = ["DEFAULTS", "ENV_VARS", "POLICY_ALLOWED", "POLICY_ENV_VARS", "Config", "config_file",
+           "default_home", "load_config"]

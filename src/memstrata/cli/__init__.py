@@ -43,7 +43,7 @@ Read (filtered by scope, readers, status and freshness before ranking):
 \b
 People in the loop:
   memstrata review list / approve ID --reviewer NAME / reject ID --reason WHY
-  memstrata procedures add FILE.yaml / activate NAME VERSION --by NAME / rollback NAME
+  memstrata procedures add FILE.yaml / activate NAME VERSION --by NAME / rollback NAME --by NAME
   memstrata export --markdown DIR / import DIR / migrate MEMORY.md --to DIR / lint DIR
 \b
 Agents and operations:

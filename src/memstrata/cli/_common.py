@@ -1,4 +1,10 @@
-"""Shared CLI plumbing: scope/store options, opening the store, output."""
+"""Shared CLI plumbing: scope/store options, opening the store, output.
+
+Output for people fits the width it is printed at (:func:`console_width`): identifiers,
+dates, statuses and scores print whole, a table whose columns cannot fit becomes one card
+per row, and stored text is never read as rich markup. ``--json`` output does not depend on
+the width.
+"""
 
 from __future__ import annotations
 
@@ -117,32 +123,82 @@ def emit_json(obj: Any) -> None:
 
 #: Columns whose values are identifiers: printed whole on one line (copy-pasteable).
 NO_WRAP = frozenset({"id", "ref", "key"})
+#: Columns of short values that read wrong when folded (a date one digit per line).
+WHOLE = frozenset({"date", "since", "updated", "score", "status", "actor", "layer", "tier"})
+
+
+def console_width() -> int | None:
+    """The width people's output is laid out for: ``$COLUMNS``, else the terminal's; piped
+    output (logs, CI) gets 160 columns rather than rich's 80-column default."""
+    import sys
+
+    return int(os.environ.get("COLUMNS", "0") or 0) or (None if sys.stdout.isatty() else 160)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=console_width())
+
+
+def _cell(value: Any) -> Any:
+    """A cell's text, never read as rich markup: a memory that says ``[x] done`` or
+    ``[bold]`` prints those characters, not a style."""
+    from rich.text import Text
+
+    return Text("" if value is None else str(value))
+
+
+#: The narrowest a folding column gets in a table; below it a row becomes a card.
+FOLD_MIN = 12
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """Print a readable table (rich), or a note when there are no rows. Identifier columns
-    (``id``, ``ref``, ``key``) never wrap; the others fold."""
-    from rich.console import Console
+    (``id``, ``ref``, ``key``) and short values (dates, statuses, scores) never wrap; the
+    others fold, never narrower than :data:`FOLD_MIN` (or their longest value): where the
+    columns do not fit the width so, each row prints as a card instead (the identifier and
+    short values on its first line, every other value labelled on a line of its own). Cell
+    text is printed as it is (no markup)."""
     from rich.table import Table
+    from rich.text import Text
 
-    rows = list(rows)
-    import sys
-
-    # piped output (logs, CI) is not squeezed into rich's 80-column default
-    width = int(os.environ.get("COLUMNS", "0")) or (None if sys.stdout.isatty() else 160)
-    console = Console(width=width)
-    if not rows:
+    cells = [["" if v is None else str(v) for v in r] for r in rows]
+    console = _console()
+    if not cells:
         console.print(f"[dim]{title + ': ' if title else ''}nothing to show[/dim]")
         return
-    t = Table(title=title, show_lines=False, expand=False)
-    for c in columns:
-        if c in NO_WRAP:
-            t.add_column(c, no_wrap=True, min_width=26)
-        else:
-            t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*("" if v is None else str(v) for v in r))
-    console.print(t)
+    whole = [c in NO_WRAP or c in WHOLE for c in columns]
+    longest = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    narrowest = [n if w else min(n, FOLD_MIN) for n, w in zip(longest, whole, strict=True)]
+    if sum(narrowest) + 3 * len(columns) + 1 <= console.width:
+        t = Table(title=title, show_lines=False, expand=False)
+        for c, w, n in zip(columns, whole, narrowest, strict=True):
+            t.add_column(c, no_wrap=w, overflow="ellipsis" if w else "fold", min_width=n)
+        for r in cells:
+            t.add_row(*(_cell(v) for v in r))
+        console.print(t)
+        return
+    if title:
+        console.print(Text(title, style="bold"))
+    for r in cells:
+        console.print()
+        first = [v if c in NO_WRAP else f"{c}: {v}"
+                 for c, w, v in zip(columns, whole, r, strict=True) if w and v]
+        if first:
+            console.print(Text("  ".join(first)))
+        for c, w, v in zip(columns, whole, r, strict=True):
+            if not w and v:
+                console.print(Text(f"  {c}: {v}"))
+
+
+#: Hit columns printed whole (identifiers and short values); every other column is elastic:
+#: it takes what the width leaves, down to this many characters, and ends in an ellipsis
+#: rather than wrapping, so each hit stays one line of the table.
+_HIT_WHOLE = ("ref", "date", "actor", "status", "score")
+_HIT_MIN = {"what": 8, "excerpt": 24, "source": 10, "outcome": 9, "project": 8, "verify": 10}
+#: Cell values that say "none here"; a card leaves them out.
+_NOTHING = frozenset({"", "-"})
 
 
 def hits_table(title: str, hits: Sequence[Any]) -> None:
@@ -150,7 +206,13 @@ def hits_table(title: str, hits: Sequence[Any]) -> None:
     is, its date, excerpt, source, actor and status, the score on the 0..1 scale of every
     search path, and, where any hit has one, how an episode ended (``outcome``: an
     abandoned plan must not read like an approved decision) and what to verify before acting
-    on it; where the hits' projects differ, each one's project ("-" for a user-wide record)."""
+    on it; where the hits' projects differ, each one's project ("-" for a user-wide record).
+
+    Where the columns fit the width (their whole values, the elastic ones at their minimum)
+    it is a table of one line per hit; narrower (an 80- or 100-column terminal: a ref alone
+    is 34 characters) each hit is a short card: ref, date, what, status and score; the
+    excerpt; the rest, labelled. Long values end in an ellipsis rather than wrap; ``--json``
+    and ``memstrata get REF`` give them whole."""
     columns = ["ref", "date", "what", "excerpt", "source", "actor", "status"]
     rows = [[h.ref, short_date(h.date), h.what, h.excerpt, h.source, h.actor, h.status]
             for h in hits]
@@ -167,7 +229,75 @@ def hits_table(title: str, hits: Sequence[Any]) -> None:
     columns.append("score")
     for row, h in zip(rows, hits, strict=True):
         row.append(f"{h.score:.2f}")
-    table(title, columns, rows)
+    cells = [[" ".join(("" if v is None else str(v)).split()) for v in row] for row in rows]
+    console = _console()
+    if not cells:
+        console.print(f"[dim]{title}: nothing to show[/dim]")
+        return
+    widths = _hit_widths(console.width, columns, cells)
+    if widths is not None:
+        _hits_rows(console, title, columns, cells, widths)
+    else:
+        _hits_cards(console, title, columns, cells)
+
+
+def _hit_widths(width: int, columns: Sequence[str],
+                rows: Sequence[Sequence[str]]) -> list[int] | None:
+    """Each column's width when one line per hit fits ``width``, else None: whole columns
+    at their longest value, elastic ones at their minimum; what is left goes first to the
+    short values of the other elastic columns (up to 16 characters: an event, a project),
+    then to the excerpt, then to the rest, each up to its longest value."""
+    longest = [max([len(name), *(len(r[i]) for r in rows)]) for i, name in enumerate(columns)]
+    widths = [n if name in _HIT_WHOLE else min(n, _HIT_MIN[name])
+              for name, n in zip(columns, longest, strict=True)]
+    spare = width - (3 * len(columns) + 1) - sum(widths)  # borders, a space each side
+    if spare < 0:
+        return None
+    others = [i for i, name in enumerate(columns) if name not in _HIT_WHOLE
+              and name != "excerpt"]
+    excerpt = [columns.index("excerpt")]
+    for chosen, cap in ((others, 16), (excerpt, None), (others, None)):
+        for i in chosen:
+            grow = max(0, min(spare, (longest[i] if cap is None else min(longest[i], cap))
+                              - widths[i]))
+            widths[i] += grow
+            spare -= grow
+    return widths
+
+
+def _hits_rows(console: Any, title: str, columns: Sequence[str],
+               rows: Sequence[Sequence[str]], widths: Sequence[int]) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False, expand=False)
+    for name, width in zip(columns, widths, strict=True):
+        t.add_column(name, no_wrap=True, overflow="ellipsis", width=width,
+                     justify="right" if name == "score" else "left")
+    for r in rows:
+        t.add_row(*(_cell(v) for v in r))
+    console.print(t)
+
+
+def _hits_cards(console: Any, title: str, columns: Sequence[str],
+                rows: Sequence[Sequence[str]]) -> None:
+    from rich.text import Text
+
+    def line(text: str, style: str = "") -> None:
+        console.print(Text(text, style=style), no_wrap=True, overflow="ellipsis", crop=True)
+
+    line(title, "bold")
+    for row in rows:
+        hit = dict(zip(columns, row, strict=True))
+        console.print()
+        # the ref, date, score and status print whole; what the hit is ends the line
+        line("  ".join(v for v in (hit["ref"], hit["date"], f"score {hit['score']}",
+                                   hit["status"], hit["what"]) if v))
+        line("  " + hit["excerpt"])
+        rest = [f"{name}: {hit[name]}" for name in ("source", "actor", "outcome", "verify")
+                if name in hit and hit[name] not in _NOTHING]
+        if "project" in hit:
+            rest.insert(2, f"project: {hit['project']}")
+        line("  " + "  ".join(rest), "dim")
 
 
 def login_name() -> str:
@@ -185,8 +315,11 @@ def short_date(value: Any) -> str:
 
 
 __all__ = [
+    "FOLD_MIN",
     "NO_WRAP",
+    "WHOLE",
     "cli_config",
+    "console_width",
     "current_scope",
     "emit_json",
     "hits_table",

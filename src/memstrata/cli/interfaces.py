@@ -11,12 +11,22 @@ import getpass
 import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ._common import cli_config, emit_json, json_option, open_memory, store_options, table
 
 # -- mcp ----------------------------------------------------------------------
+
+def _need_mcp_extra(command: str, modules: tuple[str, ...] = ("mcp", "anyio")) -> None:
+    """Exit 2 with the install line when the MCP extra is missing."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        click.echo(f"{command} needs the MCP extra ({', '.join(missing)} is not "
+                   "installed).\n  install it with: pip install 'memstrata[mcp]'", err=True)
+        raise SystemExit(2)
+
 
 @click.command()
 @store_options
@@ -34,12 +44,7 @@ def mcp(task: str | None, use_http: bool, port: int, actor: str) -> None:
     never from tool arguments. Register it with an MCP client, e.g.:
       {"command": "memstrata", "args": ["mcp", "--user", "alice", "--project", "docs-site"]}
     """
-    missing = [name for name in ("mcp", "anyio", *(("uvicorn",) if use_http else ()))
-               if importlib.util.find_spec(name) is None]
-    if missing:
-        click.echo(f"memstrata mcp needs the MCP extra ({', '.join(missing)} is not "
-                   "installed).\n  install it with: pip install 'memstrata[mcp]'", err=True)
-        raise SystemExit(2)
+    _need_mcp_extra("memstrata mcp", ("mcp", "anyio", *(("uvicorn",) if use_http else ())))
     import anyio
 
     from ..interfaces.mcp_server import build_server, serve_http, serve_stdio
@@ -56,30 +61,73 @@ def mcp(task: str | None, use_http: bool, port: int, actor: str) -> None:
 
 # -- tools --------------------------------------------------------------------
 
+#: The formats ``--strict`` applies to (``openai-responses`` is strict already).
+STRICT_FORMATS = ("openai", "openai-responses")
+
+
+def _served_mcp_tools() -> list[dict[str, Any]]:
+    """The tools exactly as ``memstrata mcp`` lists them (``tools/list``): asked of the
+    server itself, in process, over a throwaway in-memory store, so this rendering cannot
+    drift from what a client is served."""
+    import anyio
+    from mcp import Client
+
+    from ..interfaces.mcp_server import build_server
+    from ..memory import Memory
+    from ..models import Scope
+
+    async def listed() -> list[dict[str, Any]]:
+        with Memory.open("sqlite:///:memory:", embedder=None) as mem:
+            server = build_server(mem, Scope())
+            try:
+                async with Client(server) as client:
+                    result = await client.list_tools()
+            finally:
+                server.memstrata_tools.close()  # type: ignore[attr-defined]
+        dumped: list[dict[str, Any]] = result.model_dump(
+            mode="json", by_alias=True, exclude_none=True)["tools"]
+        return dumped
+
+    return anyio.run(listed)
+
+
 @click.command("tools")
 @click.option("--format", "fmt",
               type=click.Choice(["openai", "openai-responses", "anthropic", "mcp"]),
-              default="openai", show_default=True, help="Which function-calling format.")
+              default="openai", show_default=True,
+              help="openai (Chat Completions), openai-responses (Responses API, strict), "
+                   "anthropic (Messages API) or mcp (the Tool objects `memstrata mcp` lists: "
+                   "title, inputSchema, outputSchema, annotations).")
 @click.option("--strict", is_flag=True,
               help="OpenAI strict mode: every property required, optional ones nullable, "
                    "unsupported keywords dropped, strict: true (openai-responses is strict "
-                   "by default).")
+                   "by default; refused for anthropic and mcp).")
 def tools_cmd(fmt: str, strict: bool) -> None:
-    """Print the memory tools' JSON schemas for OpenAI or Anthropic function calling."""
+    """Print the memory tools' JSON schemas for OpenAI or Anthropic function calling, or as
+    the MCP server lists them."""
+    if strict and fmt not in STRICT_FORMATS:
+        # a usage error (exit 2), as the other option combinations that cannot go together
+        raise click.UsageError(
+            f"--strict is OpenAI's strict mode; it does not apply to --format {fmt}\n"
+            "  hint: drop --strict, or use --format openai --strict (--format "
+            "openai-responses is strict already)")
     from ..interfaces.tool_schemas import (
         anthropic_tools,
         openai_responses_tools,
         openai_tools,
-        tool_definitions,
     )
 
+    out: list[dict[str, Any]]
     if fmt == "openai":
         out = openai_tools(strict=strict)
     elif fmt == "openai-responses":
         out = openai_responses_tools()
+    elif fmt == "anthropic":
+        out = anthropic_tools()
     else:
-        out = anthropic_tools() if fmt == "anthropic" else tool_definitions()
-    click.echo(json.dumps(out, indent=2))
+        _need_mcp_extra("memstrata tools --format mcp")
+        out = _served_mcp_tools()
+    click.echo(json.dumps(out, indent=2, ensure_ascii=False))
 
 
 # -- markdown files -----------------------------------------------------------

@@ -135,13 +135,20 @@ def procedures_check(as_json: bool, target: str, version: int | None) -> None:
     from ..layers.procedure_model import load_procedure, run_cases
 
     path = Path(target)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
+    from_file = path.suffix in (".yaml", ".yml") and path.is_file()
+    if from_file:
         report = run_cases(load_procedure(path))
     else:
         mem = open_memory(embedder=None)
         report = run_cases(mem.procedures.get(target, version, scope=current_scope()))
     if as_json:
         emit_json(report)
+    elif from_file:
+        # a file's procedure is not stored (and has no version unless the file gives one):
+        # say so rather than print the summary's "NAME vNone"
+        version_label = f" v{report.version}" if report.version is not None else ""
+        _, sep, rest = report.summary().partition(": ")
+        click.echo(f"{report.name}{version_label} ({path}, not stored){sep}{rest}")
     else:
         click.echo(report.summary())
     if not report.ok:
