@@ -7,6 +7,10 @@ Contract:
   (:func:`memstrata.scoping.resolve_caller`): a fact outside it or unreadable by its
   principal is :class:`~memstrata.errors.NotFound`; without a scope the caller is the
   tenant's operator.
+- What a write or a forget reads first: a slot's current or pending row and its
+  duplicate, whether a slot's current fact is hidden from a writer, the facts a forget's
+  selector chooses (with their supersession lineage), leaves to others, or keeps (identity
+  facts a program may not forget), and which facts are still stored (a reindex's batch).
 - Nothing here writes: :class:`memstrata.layers.facts.Facts` (the only writer of
   ``facts``) inherits these reads.
 """
@@ -21,11 +25,14 @@ from typing import Any
 from ..calls import checked_calls
 from ..clock import Clock, from_text
 from ..errors import NotFound
+from ..governance.policy import Candidate, normalise_claim
 from ..inputs import MAX_NAME, bool_arg, choice_arg, int_arg, record_id_arg, text_arg
 from ..models import FACT_STATUSES, Fact, Provenance, Scope, make_scope
 from ..scoping import (
     SCOPE_COLUMNS,
     applies_sql,
+    exact_sql,
+    hidden_from_writer,
     load_json_list,
     owned_sql,
     principal_of,
@@ -35,6 +42,7 @@ from ..scoping import (
 from ..store.base import Database, Row, Tx
 from ..store.sql import chunks, marks, prefix_param
 from .indexing import RecordIndex
+from .selector import Selector, narrowed, read_not_owned
 
 COLUMNS = (
     "id, kind, subject, attribute, claim, confidence, tier, sensitivity, status, actor, source, "
@@ -80,6 +88,9 @@ def fact_from_row(row: Row, now: datetime | None = None) -> Fact:
         flags=load_json_list(row["flags"]) or [],
     )
 
+
+#: Text columns a forget ``match`` searches.
+TEXT_COLUMNS = ("claim", "subject", "attribute", "evidence", "source", "reason")
 
 @checked_calls
 class FactReads:
@@ -295,5 +306,106 @@ class FactReads:
             return index.fact_scores(tx, f"r.tenant = ? AND r.id IN ({marks(ids)})",
                                      [scope.tenant, *ids], qvec, len(ids))
 
+    # -- what a write or a forget reads first --------------------------------
+    def _slot_row(self, tx: Tx, scope: Scope, subject: str, attribute: str,
+                  status: str) -> Row | None:
+        where, params = exact_sql(scope)
+        return tx.one(f"{SELECT} WHERE {where} AND r.subject = ? AND r.attribute = ? "
+                      "AND r.status = ? ORDER BY r.created_at DESC LIMIT 1",
+                      (*params, subject, attribute, status))
 
-__all__ = ["COLUMNS", "SELECT", "FactReads", "fact_from_row"]
+    def _find_duplicate(self, tx: Tx, cand: Candidate, active: Row | None,
+                        writer: str | None) -> Row | None:
+        """The active, else the pending, fact of the candidate's slot with an equivalent
+        claim (the only duplicate there is), among those the writer may read."""
+        norm = normalise_claim(cand.claim)
+        if active is not None and normalise_claim(active["claim"]) == norm:
+            return active
+        pending = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "pending_review")
+        if pending is not None and normalise_claim(pending["claim"]) == norm and \
+                not hidden_from_writer(load_json_list(pending["readers"]), cand.scope, writer):
+            return pending
+        return None
+
+    def slot_hidden_in(self, tx: Tx, fact: Fact, scope: Scope,
+                       principal: str | None) -> bool:
+        """Whether the current fact of ``fact``'s slot (another one) is hidden from a write
+        in ``scope`` by ``principal`` (:func:`~memstrata.scoping.hidden_from_writer`)."""
+        active = self._slot_row(tx, fact.scope, fact.subject, fact.attribute, "active")
+        return active is not None and active["id"] != fact.id and \
+            hidden_from_writer(load_json_list(active["readers"]), scope, principal)
+
+    def kept_identity(self, tx: Tx, sel: Selector) -> builtins.list[str]:
+        """The identity facts a program's forget (``sel.keep_identity``) selects and leaves:
+        only a person changes who someone is."""
+        chosen = self._chosen(tx, sel) if sel.keep_identity else None
+        if chosen is None:
+            return []
+        where, params = chosen
+        return [r["id"] for r in tx.all(
+            f"SELECT r.id AS id FROM facts r WHERE {where} AND r.tier = 'identity'", params)]
+
+    def _chosen(self, tx: Tx, sel: Selector) -> tuple[str, builtins.list[Any]] | None:
+        """The filter (alias ``r``) of the facts ``sel`` selects, every status and tier (None:
+        it names fact ids, none of them here)."""
+        where, params = sel.where(TEXT_COLUMNS)
+        readers, more = sel.readers(self._db.readers_clause)
+        where, params = where + readers, [*params, *more]
+        named = sel.ids_for("fact")
+        if named is not None:
+            if not named:
+                return None
+            # a fact is forgotten with its whole supersession history (the versions share
+            # its slot and usually its text)
+            ids = self._lineage(tx, sel, named)
+            where += f" AND r.id IN ({marks(ids)})"
+            params += ids
+        if sel.subject is not None:
+            where += " AND r.subject = ?"
+            params.append(sel.subject)
+        return where, params
+
+    def kept_rows(self, tx: Tx, sel: Selector) -> builtins.list[tuple[str, Scope]]:
+        """(id, scope) of the facts ``sel`` would select (current or superseded) among
+        those its scope reads but does not own (user-wide ones seen from a project): what
+        its forget leaves, to be reported."""
+        chosen = narrowed(sel, "fact", sel.where(TEXT_COLUMNS, read_not_owned(
+            sel, self.filter_sql(sel.scope, sel.principal,
+                                       statuses=("active", "superseded")))))
+        if chosen is None:
+            return []
+        where, params = chosen
+        if sel.subject is not None:
+            where += " AND r.subject = ?"
+            params.append(sel.subject)
+        return [(r["id"], scope_from_row(r)) for r in tx.all(
+            f"SELECT r.id AS id, {SCOPE_COLUMNS} FROM facts r WHERE {where}", params)]
+
+    def _lineage(self, tx: Tx, sel: Selector, ids: Sequence[str]) -> builtins.list[str]:
+        """``ids`` and every fact linked to them by supersession, within the owned scope."""
+        found, todo = set(ids), list(ids)
+        owned, params = sel.owned()
+        while todo:
+            batch, todo = todo[:500], todo[500:]
+            for row in tx.all(f"SELECT r.id AS id, r.supersedes AS s, r.superseded_by AS b FROM "
+                              f"facts r WHERE {owned} AND (r.id IN ({marks(batch)}) OR "
+                              f"r.supersedes IN ({marks(batch)}) OR r.superseded_by IN "
+                              f"({marks(batch)}))", [*params, *batch, *batch, *batch]):
+                for other in (row["id"], row["s"], row["b"]):
+                    if other and other not in found:
+                        found.add(other)
+                        todo.append(other)
+        return sorted(found)
+
+    def hold_stored(self, tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
+        """Of these facts, those still stored, for a reindex's batch (read in its write
+        transaction: on PostgreSQL the read takes the tenant lock a forget holds)."""
+        found: set[str] = set()
+        for chunk in chunks(list(ids)):
+            found.update(r["id"] for r in tx.all(
+                f"SELECT id FROM facts WHERE tenant = ? AND id IN ({marks(chunk)})",
+                (tenant, *chunk)))
+        return found
+
+
+__all__ = ["COLUMNS", "SELECT", "TEXT_COLUMNS", "FactReads", "fact_from_row"]

@@ -50,7 +50,7 @@ from typing import Any
 from ..calls import checked_calls
 from ..clock import Clock, from_text
 from ..errors import AccessDenied, Conflict, ValidationError
-from ..governance.policy import Candidate, Verdict, WritePolicy, normalise_claim
+from ..governance.policy import Candidate, Verdict, WritePolicy
 from ..governance.safety import is_machine, screened_arg
 from ..ids import new_id
 from ..inputs import date_arg, name_arg, record_id_arg
@@ -61,18 +61,16 @@ from ..scoping import (
     exact_sql,
     hidden_from_writer,
     load_json_list,
-    scope_from_row,
     scope_values,
     writer_of,
 )
 from ..store.base import Database, Row, Tx
 from ..store.sql import chunks, marks
-from .fact_reads import COLUMNS, SELECT, FactReads, fact_from_row
+from .fact_reads import COLUMNS, FactReads, fact_from_row
 from .indexing import IndexEntry, RecordIndex
-from .selector import Selector, narrowed, read_not_owned
+from .selector import Selector
 
 #: Text columns a forget ``match`` searches.
-_TEXT_COLUMNS = ("claim", "subject", "attribute", "evidence", "source", "reason")
 #: Contradicted this many times, a fact is retired (and flagged for review).
 RETIRE_AFTER_CONTRADICTIONS = 3
 #: How ``propose`` looks for duplicates (see :meth:`Facts.propose`).
@@ -285,13 +283,6 @@ class Facts(FactReads):
             fid, self.index_text(cand.claim, cand.subject, cand.attribute, cand.kind))], vector)
         return self._read(tx, cand.scope.tenant, fid)
 
-    def _slot_row(self, tx: Tx, scope: Scope, subject: str, attribute: str,
-                  status: str) -> Row | None:
-        where, params = exact_sql(scope)
-        return tx.one(f"{SELECT} WHERE {where} AND r.subject = ? AND r.attribute = ? "
-                      "AND r.status = ? ORDER BY r.created_at DESC LIMIT 1",
-                      (*params, subject, attribute, status))
-
     def _similar(self, tx: Tx, cand: Candidate, vector: Any,
                  writer: str | None) -> list[tuple[str, float]]:
         """Active or pending facts of exactly this scope and kind, in other slots, that the
@@ -311,19 +302,6 @@ class Facts(FactReads):
         scored = index.fact_scores(tx, where, params, vector[0], 50)
         threshold = self._policy.config.dedup_cosine
         return [(fid, s) for fid, s in scored if s >= threshold]
-
-    def _find_duplicate(self, tx: Tx, cand: Candidate, active: Row | None,
-                        writer: str | None) -> Row | None:
-        """The active, else the pending, fact of the candidate's slot with an equivalent
-        claim (the only duplicate there is), among those the writer may read."""
-        norm = normalise_claim(cand.claim)
-        if active is not None and normalise_claim(active["claim"]) == norm:
-            return active
-        pending = self._slot_row(tx, cand.scope, cand.subject, cand.attribute, "pending_review")
-        if pending is not None and normalise_claim(pending["claim"]) == norm and \
-                not hidden_from_writer(load_json_list(pending["readers"]), cand.scope, writer):
-            return pending
-        return None
 
     def retire(self, fact_id: str, *, reason: str, scope: Scope | dict[str, Any] | None = None,
                principal: str | None = None, tenant: str | None = None,
@@ -457,14 +435,6 @@ class Facts(FactReads):
         old = self._read(tx, tenant, superseded) if superseded else None
         return self._read(tx, tenant, fact.id), old
 
-    def slot_hidden_in(self, tx: Tx, fact: Fact, scope: Scope,
-                       principal: str | None) -> bool:
-        """Whether the current fact of ``fact``'s slot (another one) is hidden from a write
-        in ``scope`` by ``principal`` (:func:`~memstrata.scoping.hidden_from_writer`)."""
-        active = self._slot_row(tx, fact.scope, fact.subject, fact.attribute, "active")
-        return active is not None and active["id"] != fact.id and \
-            hidden_from_writer(load_json_list(active["readers"]), scope, principal)
-
     def reject_in(self, tx: Tx, fact: Fact, *, reason: str, now: datetime) -> Fact:
         tx.execute("UPDATE facts SET status = 'rejected', reason = ?, valid_to = ? "
                    "WHERE tenant = ? AND id = ?", (reason, now, fact.scope.tenant, fact.id))
@@ -516,68 +486,6 @@ class Facts(FactReads):
             tx.execute(f"DELETE FROM facts AS r WHERE {where}", params)
         return ids
 
-    def kept_identity(self, tx: Tx, sel: Selector) -> builtins.list[str]:
-        """The identity facts a program's forget (``sel.keep_identity``) selects and leaves:
-        only a person changes who someone is."""
-        chosen = self._chosen(tx, sel) if sel.keep_identity else None
-        if chosen is None:
-            return []
-        where, params = chosen
-        return [r["id"] for r in tx.all(
-            f"SELECT r.id AS id FROM facts r WHERE {where} AND r.tier = 'identity'", params)]
-
-    def _chosen(self, tx: Tx, sel: Selector) -> tuple[str, builtins.list[Any]] | None:
-        """The filter (alias ``r``) of the facts ``sel`` selects, every status and tier (None:
-        it names fact ids, none of them here)."""
-        where, params = sel.where(_TEXT_COLUMNS)
-        readers, more = sel.readers(self._db.readers_clause)
-        where, params = where + readers, [*params, *more]
-        named = sel.ids_for("fact")
-        if named is not None:
-            if not named:
-                return None
-            # a fact is forgotten with its whole supersession history (the versions share
-            # its slot and usually its text)
-            ids = self._lineage(tx, sel, named)
-            where += f" AND r.id IN ({marks(ids)})"
-            params += ids
-        if sel.subject is not None:
-            where += " AND r.subject = ?"
-            params.append(sel.subject)
-        return where, params
-
-    def kept_rows(self, tx: Tx, sel: Selector) -> builtins.list[tuple[str, Scope]]:
-        """(id, scope) of the facts ``sel`` would select (current or superseded) among
-        those its scope reads but does not own (user-wide ones seen from a project): what
-        its forget leaves, to be reported."""
-        chosen = narrowed(sel, "fact", sel.where(_TEXT_COLUMNS, read_not_owned(
-            sel, self.filter_sql(sel.scope, sel.principal,
-                                       statuses=("active", "superseded")))))
-        if chosen is None:
-            return []
-        where, params = chosen
-        if sel.subject is not None:
-            where += " AND r.subject = ?"
-            params.append(sel.subject)
-        return [(r["id"], scope_from_row(r)) for r in tx.all(
-            f"SELECT r.id AS id, {SCOPE_COLUMNS} FROM facts r WHERE {where}", params)]
-
-    def _lineage(self, tx: Tx, sel: Selector, ids: Sequence[str]) -> builtins.list[str]:
-        """``ids`` and every fact linked to them by supersession, within the owned scope."""
-        found, todo = set(ids), list(ids)
-        owned, params = sel.owned()
-        while todo:
-            batch, todo = todo[:500], todo[500:]
-            for row in tx.all(f"SELECT r.id AS id, r.supersedes AS s, r.superseded_by AS b FROM "
-                              f"facts r WHERE {owned} AND (r.id IN ({marks(batch)}) OR "
-                              f"r.supersedes IN ({marks(batch)}) OR r.superseded_by IN "
-                              f"({marks(batch)}))", [*params, *batch, *batch, *batch]):
-                for other in (row["id"], row["s"], row["b"]):
-                    if other and other not in found:
-                        found.add(other)
-                        todo.append(other)
-        return sorted(found)
-
     def clear_links(self, tx: Tx, tenant: str, ids: Sequence[str]) -> None:
         """Clear supersession links that point at forgotten facts (no orphan history)."""
         for chunk in chunks(list(ids)):
@@ -590,15 +498,5 @@ class Facts(FactReads):
         """(id, embed text) of every fact of the tenant, for a reindex."""
         return [(r["id"], self.embed_text(r["claim"])) for r in tx.all(
             "SELECT id, claim FROM facts WHERE tenant = ? ORDER BY id", (tenant,))]
-
-    def hold_stored(self, tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
-        """Of these facts, those still stored, for a reindex's batch (read in its write
-        transaction: on PostgreSQL the read takes the tenant lock a forget holds)."""
-        found: set[str] = set()
-        for chunk in chunks(list(ids)):
-            found.update(r["id"] for r in tx.all(
-                f"SELECT id FROM facts WHERE tenant = ? AND id IN ({marks(chunk)})",
-                (tenant, *chunk)))
-        return found
 
 __all__ = ["COLUMNS", "DEDUP_MODES", "RETIRE_AFTER_CONTRADICTIONS", "Facts", "fact_from_row"]
