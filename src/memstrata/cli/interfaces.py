@@ -66,29 +66,12 @@ STRICT_FORMATS = ("openai", "openai-responses")
 
 
 def _served_mcp_tools() -> list[dict[str, Any]]:
-    """The tools exactly as ``memstrata mcp`` lists them (``tools/list``): asked of the
-    server itself, in process, over a throwaway in-memory store, so this rendering cannot
-    drift from what a client is served."""
-    import anyio
-    from mcp import Client
+    """The tools exactly as ``memstrata mcp`` lists them (``tools/list``), from the server's
+    own listing (:func:`~memstrata.interfaces.mcp_server.tool_listing`), as JSON."""
+    from ..interfaces.mcp_server import tool_listing
 
-    from ..interfaces.mcp_server import build_server
-    from ..memory import Memory
-    from ..models import Scope
-
-    async def listed() -> list[dict[str, Any]]:
-        with Memory.open("sqlite:///:memory:", embedder=None) as mem:
-            server = build_server(mem, Scope())
-            try:
-                async with Client(server) as client:
-                    result = await client.list_tools()
-            finally:
-                server.memstrata_tools.close()  # type: ignore[attr-defined]
-        dumped: list[dict[str, Any]] = result.model_dump(
-            mode="json", by_alias=True, exclude_none=True)["tools"]
-        return dumped
-
-    return anyio.run(listed)
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for t in tool_listing()]
 
 
 @click.command("tools")

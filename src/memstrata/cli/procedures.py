@@ -143,14 +143,8 @@ def procedures_check(as_json: bool, target: str, version: int | None) -> None:
         report = run_cases(mem.procedures.get(target, version, scope=current_scope()))
     if as_json:
         emit_json(report)
-    elif from_file:
-        # a file's procedure is not stored (and has no version unless the file gives one):
-        # say so rather than print the summary's "NAME vNone"
-        version_label = f" v{report.version}" if report.version is not None else ""
-        _, sep, rest = report.summary().partition(": ")
-        click.echo(f"{report.name}{version_label} ({path}, not stored){sep}{rest}")
     else:
-        click.echo(report.summary())
+        click.echo(report.summary(str(path) if from_file else None))
     if not report.ok:
         raise SystemExit(1)
 

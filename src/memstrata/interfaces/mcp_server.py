@@ -186,6 +186,24 @@ class MemoryTools:
             dispatcher.close()
 
 
+def tool_listing() -> list[Any]:
+    """The tools as the server lists them (``tools/list``: ``mcp.types.Tool`` objects with
+    title, input and output schemas and annotations); ``memstrata tools --format mcp``
+    prints the same."""
+    import mcp_types as types
+
+    return [
+        types.Tool(
+            name=t.name, title=t.display_title, description=t.description,
+            input_schema=t.input_schema(), output_schema=t.output_schema(),
+            annotations=types.ToolAnnotations(
+                read_only_hint=t.read_only, destructive_hint=t.destructive,
+                idempotent_hint=t.idempotent or t.read_only, open_world_hint=False),
+        )
+        for t in TOOLS
+    ]
+
+
 def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None = None,
                  actor: str = "agent", name: str = "memstrata",
                  bind: Callable[[Any], Binding] | None = None) -> Server[Any]:
@@ -202,16 +220,7 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
     from ..version import __version__
 
     tools = MemoryTools(mem, make_scope(scope), task=task, actor=actor, bind=bind)
-    listing = [
-        types.Tool(
-            name=t.name, title=t.display_title, description=t.description,
-            input_schema=t.input_schema(), output_schema=t.output_schema(),
-            annotations=types.ToolAnnotations(
-                read_only_hint=t.read_only, destructive_hint=t.destructive,
-                idempotent_hint=t.idempotent or t.read_only, open_world_hint=False),
-        )
-        for t in TOOLS
-    ]
+    listing = tool_listing()
     schemas = {t.name: t.input_schema() for t in TOOLS}
     files = {"identity": "identity.md", "working-context": "working-context.md",
              "episodic": "episodic.md"}
@@ -348,5 +357,15 @@ def tool_names() -> list[str]:
     return list(TOOLS_BY_NAME)
 
 
-__all__ = ["DEFAULT_PORT", "HOST", "INSTRUCTIONS", "Binding", "MemoryTools", "build_server",
-           "serve_http", "serve_stdio", "tool_names"]
+__all__ = [
+    "DEFAULT_PORT",
+    "HOST",
+    "INSTRUCTIONS",
+    "Binding",
+    "MemoryTools",
+    "build_server",
+    "serve_http",
+    "serve_stdio",
+    "tool_listing",
+    "tool_names",
+]

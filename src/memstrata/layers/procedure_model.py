@@ -329,10 +329,14 @@ class CaseReport(_Model):
         """True when there is at least one case and every case passed."""
         return bool(self.results) and not self.failures
 
-    def summary(self) -> str:
+    def summary(self, source: str | None = None) -> str:
+        """One line of counts, then each failing case; ``source`` names where an unstored
+        procedure came from (a file), shown instead of a version it does not have."""
+        label = self.name + (f" v{self.version}" if self.version is not None else "") + (
+            f" ({source}, not stored)" if source else "")
         if not self.results:
-            return f"{self.name} v{self.version}: no eval cases (at least one is required)"
-        head = (f"{self.name} v{self.version}: {len(self.results) - len(self.failures)}/"
+            return f"{label}: no eval cases (at least one is required)"
+        head = (f"{label}: {len(self.results) - len(self.failures)}/"
                 f"{len(self.results)} cases pass")
         lines = [head] + [
             f"  case {r.label}: expected {r.expected}, got {r.actual} "
