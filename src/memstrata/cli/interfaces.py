@@ -141,8 +141,9 @@ def export_cmd(as_json: bool, directory: Path, force: bool) -> None:
 @json_option
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--trust", is_flag=True,
-              help="You vouch for these files: approve identity entries (and anything else "
-                   "held for review) with you as the reviewer.")
+              help="You vouch for these files: approve the facts they state (identity "
+                   "entries, and anything else held for review) with you as the reviewer; "
+                   "entries under 'Pending identity changes' stay pending.")
 @click.option("--reviewer", default=None, help="Reviewer name for --trust (default: $USER).")
 @click.option("--skip-invalid", is_flag=True,
               help="Import the valid entries and list the lines left out (default: a file "
@@ -204,8 +205,10 @@ def import_cmd(as_json: bool, directory: Path, trust: bool, reviewer: str | None
     for line in report.rejected:
         click.echo(f"  rejected: {line}")
     if report.pending:
-        click.echo("  approve with `memstrata review approve ID --reviewer NAME`, or re-run "
-                   "with --trust")
+        # with --trust, what still waits was listed as pending in the files themselves
+        click.echo("  approve with `memstrata review approve ID --reviewer NAME`" + (
+            " (the files list these as pending: --trust leaves them so)" if trust else
+            ", or re-run with --trust if you vouch for the files"))
 
 
 @click.command()
