@@ -90,3 +90,29 @@ def test_commands_print_the_setting_not_the_generic_hint(tmp_path: Path,
                                                     "MEMSTRATA_SECRETS": "bogus"})
     assert bad_env.exit_code == 1 and "hint: set MEMSTRATA_SECRETS to 'reject' or 'redact'" \
         in bad_env.output
+
+
+@pytest.mark.parametrize(("where", "env", "file_line", "flag"), [
+    ("MEMSTRATA_EMBEDDER", {"MEMSTRATA_EMBEDDER": "bogus"}, None, None),
+    ("config.toml", {}, 'embedder = "minilmm"', None),
+    ("--embedder", {}, None, "bogus:3"),
+])
+def test_an_embedder_setting_that_names_none_is_refused_by_every_command(
+        tmp_path: Path, where: str, env: dict[str, str], file_line: str | None,
+        flag: str | None) -> None:
+    """A misspelled embedder is refused where it is read, naming where it came from, even by
+    a command that never embeds (``stats`` took MEMSTRATA_EMBEDDER=bogus silently); the
+    known names and ``none`` pass."""
+    home = tmp_path / "home"
+    home.mkdir()
+    if file_line:
+        (home / "config.toml").write_text(file_line + "\n")
+    flags = {"embedder": flag} if flag else None
+    with pytest.raises(ConfigError) as err:
+        load_config(flags, env={"MEMSTRATA_HOME": str(home), **env})
+    assert where in str(err.value) and "none" in (err.value.hint or "")
+    if not flag:
+        out = CliRunner().invoke(cli, ["stats"], env={"MEMSTRATA_HOME": str(home), **env})
+        assert out.exit_code != 0 and where in out.output
+    for good in ("minilm", "hash:64", "none", "HASH"):
+        load_config({"embedder": good}, env={"MEMSTRATA_HOME": str(home)})

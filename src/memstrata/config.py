@@ -213,6 +213,22 @@ def _policy_value(key: str, value: Any, *, path: Path, var: str | None = None) -
                            "the line to use the default")
 
 
+def _check_embedder(spec: Any, source: str, path: Path) -> None:
+    """Refuse an embedder setting that names no embedder, saying where it came from (a
+    command that never embeds would otherwise take it silently)."""
+    from .providers.embeddings import embedder_names, names_an_embedder
+
+    if not isinstance(spec, str) or names_an_embedder(spec):
+        return
+    where = {"flag": "--embedder"}.get(source) or (
+        f"the environment variable {source.removeprefix('env:')}" if source.startswith("env:")
+        else f"{path}")
+    known = ", ".join(["minilm", "hash", "hash:DIMS", "openai:MODEL@BASE_URL", "none",
+                       *(n for n in embedder_names() if n not in ("minilm", "hash", "openai"))])
+    raise ConfigError(f"the embedder {spec!r} from {where} names no embedder",
+                      hint=f"set it to one of: {known}")
+
+
 def load_config(flags: Mapping[str, Any] | None = None, *,
                 env: Mapping[str, str] | None = None) -> Config:
     """Resolve the configuration: ``flags`` (None = not given) > env > file > defaults."""
@@ -233,6 +249,7 @@ def load_config(flags: Mapping[str, Any] | None = None, *,
             values[key], sources[key] = data[key], f"file:{path}"
         else:
             values[key], sources[key] = _default(key), "default"
+    _check_embedder(values.get("embedder"), sources.get("embedder", "default"), path)
     policy: dict[str, Any] = {}
     file_policy = data.get("policy", {})
     for key in POLICY_TYPES:

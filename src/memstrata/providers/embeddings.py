@@ -335,6 +335,14 @@ def embedder_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def names_an_embedder(spec: str) -> bool:
+    """Whether a configured spec names an embedder (a registered one, ``none`` or
+    ``default``), checked without making it: a command that never embeds still refuses a
+    misspelled setting."""
+    name = spec.strip().partition(":")[0].strip().lower()
+    return name in ("none", "default") or name in _FACTORIES
+
+
 def get_embedder(spec: str | None = None) -> Embedder:
     """The embedder a spec names; ``None`` means ``"minilm"``.
 
@@ -428,5 +436,6 @@ __all__ = [
     "embedder_names",
     "get_embedder",
     "missing_minilm_packages",
+    "names_an_embedder",
     "register_embedder",
 ]
