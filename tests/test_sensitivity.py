@@ -283,3 +283,16 @@ def test_adversarial_long_text_scans_in_linear_time() -> None:
     for text in texts:
         scan(text)  # found or not, it returns
     assert scan("redis-cli -a " + "x" * 30 + " -a hunter2xyz").has_secret
+
+
+def test_a_quoted_key_takes_its_own_value_not_a_later_entrys() -> None:
+    """In a mapping (``"key": "k", "ns": ["5f7c..."]``) a secret noun's value is the word
+    after its colon: an id in a later entry is not taken for it (a JSON document with a
+    "key" field beside a MongoDB ObjectId was refused as holding a secret). A random value
+    right after the colon still is one, and prose is read as before."""
+    from memstrata.governance.sensitivity import scan
+
+    assert not scan('{"key": "k", "lg": 1, "ns": ["5f7c8ec7c33c6c004bbafe82", "m"]}').secrets
+    assert not scan("{'token': 'short', 'owner': '9fQ2kLm9PzR4tW7vYb3NxQ8a'}").secrets
+    assert scan('{"token": "9fQ2kLm9PzR4tW7vYb3NxQ8a", "x": 1}').has_secret
+    assert scan("my key is 9fQ2kLm9PzR4tW7vYb3NxQ8a ok").has_secret

@@ -32,7 +32,14 @@ MAX_SOURCE = 500
 MAX_K = 100
 #: The range of an integer column (64-bit): no integer argument may leave it.
 MAX_INT = 2**63 - 1
-_NAME_RE = re.compile(r"^[\w.@:+\-/]+$")
+#: What a scope or principal name may hold besides letters and digits: ``|`` and ``=`` too,
+#: as identity providers' user ids do (``auth0|5f7c...``, ``google-oauth2|1042``, base64
+#: padding); never a space, ``;`` (the scope key's separator), ``,`` (the CLI's lists) or
+#: ``*`` (a wildcard).
+NAME_MARKS = ". @ : + - / _ | ="
+#: The hint of a name that holds anything else.
+NAME_HINT = f"names use letters, digits and {NAME_MARKS}"
+_NAME_RE = re.compile(r"^[\w.@:+\-/|=]+$")
 #: A date without a time of day (``until`` then takes in the whole day).
 _BARE_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -56,12 +63,12 @@ def clean_text(value: Any, *, field: str, max_len: int, allow_empty: bool = Fals
 
 
 def check_name(value: Any, field: str) -> str | None:
-    """A scope or principal name: letters, digits and ``. @ : + - / _`` (``ValueError``)."""
+    """A scope or principal name: letters, digits and :data:`NAME_MARKS` (``ValueError``)."""
     if value is None:
         return None
     text = clean_text(value, field=field, max_len=MAX_NAME)
     if not _NAME_RE.match(text):
-        raise ValueError(f"{field} {text!r} may only contain letters, digits and . @ : + - / _")
+        raise ValueError(f"{field} {text!r} may only contain letters, digits and {NAME_MARKS}")
     return text
 
 
@@ -129,8 +136,7 @@ def name_arg(value: Any, field: str) -> str | None:
     try:
         return check_name(value, field)
     except ValueError as exc:
-        raise ValidationError(str(exc), hint="names use letters, digits and . @ : + - / _"
-                              ) from None
+        raise ValidationError(str(exc), hint=NAME_HINT) from None
 
 
 def int_arg(value: Any, field: str, *, low: int | None = None, high: int | None = None) -> int:
@@ -257,6 +263,8 @@ __all__ = [
     "MAX_NAME",
     "MAX_SOURCE",
     "MAX_TEXT",
+    "NAME_HINT",
+    "NAME_MARKS",
     "bool_arg",
     "check_name",
     "clean_text",

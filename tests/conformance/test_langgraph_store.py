@@ -398,3 +398,52 @@ def test_a_models_store_waits_for_a_person_to_delete_too(mem: Memory, store: Sto
         with pytest.raises(ValidationError):
             app.put(ns, "x", {"v": 1}, ttl=ttl)
     assert store.counts() == before
+
+
+def test_the_last_put_or_delete_wins_over_puts_waiting_for_review(mem: Memory) -> None:
+    """A put that waits for review (it holds personal data) is withdrawn by a later put or a
+    delete of the item, so its approval never brings back an older value or a deleted item
+    (before: approving it overwrote the newer put, and brought the item back after a
+    delete, also with on_delete="forget")."""
+    for on_delete in ("retire", "forget"):
+        lg = MemstrataStore(mem, on_delete=on_delete)
+        ns = ("alice", f"profile-{on_delete}")
+        lg.put(ns, "callback", {"note": "call me at +1 415 555 0100"})  # waits (a phone)
+        assert lg.get(ns, "callback") is None and mem.review.pending(Scope(user="alice"))
+        lg.put(ns, "callback", {"note": "do not call me any more"})
+        assert mem.review.pending(Scope(user="alice")) == []
+        lg.put(ns, "reach", {"note": "write to alice@example.com"})  # waits (an email)
+        lg.delete(ns, "reach")
+        for fact in mem.review.pending(Scope(user="alice")):
+            mem.review.approve(fact.id, by="rita")
+        got = lg.get(ns, "callback")
+        assert got is not None and got.value == {"note": "do not call me any more"}
+        assert lg.get(ns, "reach") is None
+
+
+def test_user_ids_langgraph_takes_name_users_of_their_own(mem: Memory) -> None:
+    """Identity providers' ids (``auth0|...``, base64 with ``=``), a name with a space, a
+    long id and the empty key work as in LangGraph's InMemoryStore, each user apart from
+    the others and from a user whose name is valid as it is."""
+    lg, reference = MemstrataStore(mem), InMemoryStore()
+    users = ["auth0|5f7c8ec7c33c6c004bbafe82", "google-oauth2|104233", "John Smith",
+             "dXNlcjQy==", "u" * 200, "John", "5f7c8ec7c33c6c004bbafe82"]
+    for n, user in enumerate(users):
+        for store in (lg, reference):
+            store.put((user, "memories"), "", {"n": n})
+            store.put((user, "memories"), "k", {"n": n, "who": user})
+    for n, user in enumerate(users):
+        for store in (lg, reference):
+            item = store.get((user, "memories"), "k")
+            assert item is not None and item.value == {"n": n, "who": user}
+            assert item.namespace == (user, "memories")
+            empty = store.get((user, "memories"), "")
+            assert empty is not None and empty.value == {"n": n}
+        assert [i.key for i in lg.search((user,))] == [
+            i.key for i in reference.search((user,))] or \
+            sorted(i.key for i in lg.search((user,))) == ["", "k"]
+    assert mem.facts.list(Scope(user="John"))  # the plain name is the user itself
+    # a value's "key" field beside an id is no secret (the item's JSON read as prose took
+    # the id, a MongoDB ObjectId, for the key's value, and refused every put of the user)
+    lg.put(("alice", "prefs"), "theme", {"key": "theme", "owner": "5f7c8ec7c33c6c004bbafe82"})
+    assert lg.get(("alice", "prefs"), "theme") is not None

@@ -461,9 +461,18 @@ def prose_secret(threshold: float) -> Locator:
             return None
         pos, line_end = m.end(), text.find("\n", m.end())
         line_end = len(text) if line_end < 0 else line_end
-        if _PROSE_CANDIDATE.search(text, pos, min(line_end, pos + 160)) is None:
+        limit = min(line_end, pos + 160)
+        quoted_key = _QUOTED_KEY.match(text, pos) if m.start() > 0 and \
+            text[m.start() - 1] in "\"'" else None
+        if quoted_key is not None:
+            # a mapping's key ("key": "k", "lg": 1, "ns": ["5f7c..."]): its value is the one
+            # word after the colon, never a word of the entries that follow it
+            pos = quoted_key.end() - 1
+            value_word = re.compile(r"\S+").search(text, quoted_key.end(), limit)
+            limit = value_word.end() if value_word is not None else quoted_key.end()
+        if _PROSE_CANDIDATE.search(text, pos, limit) is None:
             return None  # nothing long enough to be a secret follows
-        for word in re.finditer(r"\S+", text[pos:min(line_end, pos + 160)]):
+        for word in re.finditer(r"\S+", text[pos:limit]):
             raw = word.group(0)
             start = pos + word.start() + len(raw) - len(raw.lstrip(_PROSE_STRIP))
             end = pos + word.end()
@@ -491,6 +500,10 @@ def prose_secret(threshold: float) -> Locator:
         return None
 
     return locate
+
+
+#: The rest of a quoted mapping key after its noun: the closing quote and the colon.
+_QUOTED_KEY = re.compile(r"[\"']\s*:\s*")
 
 
 def word_start(m: re.Match[str]) -> bool:

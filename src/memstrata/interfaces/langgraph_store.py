@@ -15,7 +15,10 @@ Mapping (a contract; the tests check every line):
   ``scope_keys`` marks a label position (``(None, "user")`` reads LangMem's
   ``("memories", "{user_id}")``). The store's own ``scope`` gives the tenant and any fixed
   field. The other elements are *labels*. A namespace shorter than ``scope_keys`` is a
-  :class:`~memstrata.errors.ValidationError`.
+  :class:`~memstrata.errors.ValidationError`. An element in a scope position that is no
+  valid scope name (a space, a character scope names do not take, over 128 characters:
+  ``"John Smith"``) is the scope name ``lg=`` and a 160-bit digest of it; ids such as
+  ``auth0|5f7c...`` are valid names and stay as they are.
 - **(namespace, key) → the fact's slot**: subject ``lg.<element>.<element>`` (the whole
   namespace, so stores of different layouts never share a slot), attribute ``<key>``. An
   element or key that the slot's normal form would change (case, spaces, length) carries a
@@ -27,7 +30,10 @@ Mapping (a contract; the tests check every line):
   screens.
 - **put** on an existing key makes a new version that supersedes the old one (history
   kept, ``created_at`` kept); an equal value changes nothing. **put None / delete** retires
-  the item (history kept; ``on_delete="forget"`` erases it with its history).
+  the item (history kept; ``on_delete="forget"`` erases it with its history). The last put
+  or delete wins: the item's earlier puts still waiting for review are withdrawn (a
+  model's store withdraws its own), so approving one never brings back an older value or
+  a deleted item. Any string is a key, ``""`` too.
   **ttl** (minutes) sets ``expires_at``, refreshed by reads unless ``refresh_ttl=False``;
   an expired item is never returned, even before a sweep.
 - **search**: the items under the namespace prefix, which must name every scope position
@@ -91,7 +97,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
                       hint="pip install 'memstrata[langgraph]'") from exc
 
 from ..governance.sensitivity import scan
-from ..inputs import MAX_CLAIM, MAX_NAME, MAX_SOURCE, MAX_TEXT, int_arg
+from ..inputs import MAX_CLAIM, MAX_NAME, MAX_SOURCE, MAX_TEXT, check_name, int_arg
 from ..layers.scratch import MAX_TTL
 from ..models import FACT_KINDS, Fact, Scope, make_scope
 from ..store.sql import json_strings
@@ -120,11 +126,25 @@ def _digest(text: str) -> str:
 
 
 def _label(text: str) -> str:
-    """A label or key in slot form; a digest of the exact text when the form changes it."""
+    """A label or key in slot form; a digest of the exact text when the form changes it (or
+    the text is empty: LangGraph allows the key ``""``)."""
     norm = " ".join(text.lower().split())  # the slot's normal form (SlotText)
-    if norm == text and "~" not in text and len(text) <= _HEAD:
+    if text and norm == text and "~" not in text and len(text) <= _HEAD:
         return text
     return f"{norm[:_HEAD - 13]}~{_digest(text)}"
+
+
+def _scope_name(element: str) -> str:
+    """The scope name a namespace element in a scope position stands for: itself when it is
+    a valid one, else ``lg=`` and a 160-bit digest of its exact text (a user id with a space
+    or another character scope names do not take, or over 128 characters), so any label
+    LangGraph takes names a user of its own; the item keeps the element as given."""
+    try:
+        if check_name(element, "name") == element:
+            return element
+    except ValueError:
+        pass
+    return "lg=" + hashlib.sha256(element.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
 def _subject(labels: Sequence[str]) -> str:
@@ -273,27 +293,18 @@ class MemstrataStore(BaseStore):
             key = self.scope_keys[i] if i < len(self.scope_keys) else None
             if key is None:
                 labels.append(label)
-            else:
-                fields[key] = label
-        for key in filter(None, self.scope_keys):
-            name = fields.get(key)
-            if isinstance(name, str) and name != name.strip():
+            elif label != label.strip():
                 # a scope name is stored stripped: ("alice ",) would read and write alice's
                 raise NamespaceError(
-                    f"namespace {namespace!r}: the {key} {name!r} has spaces around it",
-                    hint=f"name the {key} without them: {name.strip()!r}")
+                    f"namespace {namespace!r}: the {key} {label!r} has spaces around it",
+                    hint=f"name the {key} without them: {label.strip()!r}")
+            else:
+                fields[key] = _scope_name(label)
         try:
             return Scope(**fields), tuple(labels)
         except Exception as exc:  # pydantic: a label that is no valid scope name
             raise ValidationError(f"namespace {namespace!r} does not make a valid scope: "
                                   f"{exc}") from None
-
-    def _namespace(self, scope: Scope, labels: Sequence[str]) -> tuple[str, ...]:
-        out: list[str] = []
-        rest = iter(labels)
-        for key in self.scope_keys:
-            out.append(next(rest) if key is None else str(getattr(scope, key)))
-        return (*out, *rest)
 
     @staticmethod
     def _envelope(fact: Fact) -> dict[str, Any] | None:
@@ -386,8 +397,8 @@ class MemstrataStore(BaseStore):
 
     def _put(self, op: PutOp) -> None:
         key = op.key
-        if not isinstance(key, str) or not key:
-            raise ValidationError("key must be a non-empty string")
+        if not isinstance(key, str):
+            raise ValidationError("key must be a string")
         namespace = _check_root(op.namespace)
         scope, current = self._current(namespace, key)
         if op.value is None:
@@ -441,6 +452,10 @@ class MemstrataStore(BaseStore):
         if res.status == "rejected":
             raise PolicyRejected(f"put {key!r} refused: {res.reason}",
                                  hint="nothing was written")
+        # the last put wins: an earlier one still waiting for review is withdrawn, so its
+        # approval cannot bring an older value back over this one
+        self._withdraw(scope, namespace, key, keep=res.record.id if res.record else None,
+                       why="replaced by a later put")
         if res.status == "pending":
             log.warning("put %r waits for review (%s): get and search show it once a person "
                         "approves it (memstrata review)", key, res.reason)
@@ -451,20 +466,15 @@ class MemstrataStore(BaseStore):
         its own proposals of the item that wait for review (else a reviewer would approve an
         item it had deleted), and deletes no current item: its writes wait for a person, and
         a delete cannot wait (AccessDenied, nothing changed)."""
-        if self.mem.policy.is_untrusted(self.actor):
-            if current is not None:
-                raise AccessDenied(
-                    f"delete {key!r} refused: this store writes as {self.actor!r}, whose "
-                    "changes wait for a person, and a delete cannot wait; nothing changed",
-                    hint="a person deletes it (memstrata forget, the inspector), or the "
-                         "application does with its own store (actor='system')")
-            for waiting in self.mem.facts.list(scope, status="pending_review",
-                                               subject=_subject(namespace)):
-                if waiting.attribute == _label(key) and waiting.provenance.actor == self.actor:
-                    self.mem.review.reject(waiting.id, scope=scope,
-                                           reason="withdrawn: deleted through the LangGraph "
-                                                  "store before review")
-            return
+        if self.mem.policy.is_untrusted(self.actor) and current is not None:
+            raise AccessDenied(
+                f"delete {key!r} refused: this store writes as {self.actor!r}, whose "
+                "changes wait for a person, and a delete cannot wait; nothing changed",
+                hint="a person deletes it (memstrata forget, the inspector), or the "
+                     "application does with its own store (actor='system')")
+        # a put still waiting for review is withdrawn, or its approval would bring the
+        # deleted item back (also after on_delete="forget")
+        self._withdraw(scope, namespace, key, keep=None, why="deleted")
         if current is None:
             return
         if self.on_delete == "forget":
@@ -472,6 +482,20 @@ class MemstrataStore(BaseStore):
         else:
             self.mem.facts.retire(current.id, scope=scope,
                                   reason="deleted through the LangGraph store")
+
+    def _withdraw(self, scope: Scope, namespace: tuple[str, ...], key: str, *,
+                  keep: str | None, why: str) -> None:
+        """Withdraw the item's puts that wait for review (but ``keep``): the application's
+        store withdraws every one, a model's store (an untrusted ``actor``) its own."""
+        own = self.mem.policy.is_untrusted(self.actor)
+        for waiting in self.mem.facts.list(scope, status="pending_review",
+                                           subject=_subject(namespace)):
+            if waiting.attribute != _label(key) or waiting.id == keep or (
+                    own and waiting.provenance.actor != self.actor):
+                continue
+            self.mem.review.reject(waiting.id, scope=scope,
+                                   reason=f"withdrawn: {why} through the LangGraph store "
+                                          "before review")
 
     def _kept(self, candidates: list[Fact], prefix: tuple[str, ...],
               wanted: dict[str, Any] | None) -> list[tuple[Fact, dict[str, Any]]]:

@@ -46,7 +46,7 @@ from ...clock import Clock, from_text
 from ...errors import AccessDenied, NotFound, Unauthenticated, ValidationError
 from ...governance.safety import refuse_secret, screened_arg
 from ...ids import new_id
-from ...inputs import check_name, int_arg
+from ...inputs import NAME_HINT, check_name, int_arg
 from ...models import Scope
 from ...store.base import Database, Row
 
@@ -82,7 +82,7 @@ def _names(values: Sequence[str] | None, field: str) -> list[str] | None:
         try:
             name = check_name(v, field)
         except ValueError as exc:
-            raise ValidationError(str(exc), hint="names use letters, digits and . @ : + - / _"
+            raise ValidationError(str(exc), hint=NAME_HINT
                                   ) from None
         if name is not None and name not in out:
             out.append(name)
@@ -142,7 +142,7 @@ class ApiKey(BaseModel):
             return Scope(tenant=self.tenant, **fields)
         except ValueError as exc:
             raise ValidationError(f"bad scope header: {exc}",
-                                  hint="names use letters, digits and . @ : + - / _") from None
+                                  hint=NAME_HINT) from None
 
     @property
     def bound(self) -> bool:
@@ -245,7 +245,7 @@ class KeyStore:
             tenant_name = check_name(tenant, "tenant")
             principal = check_name(principal, "principal")
         except ValueError as exc:
-            raise ValidationError(str(exc), hint="names use letters, digits and . @ : + - / _"
+            raise ValidationError(str(exc), hint=NAME_HINT
                                   ) from None
         if tenant_name is None:
             raise ValidationError("a key needs a tenant", hint="pass --tenant")
