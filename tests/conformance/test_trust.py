@@ -258,3 +258,18 @@ def test_a_user_mode_write_from_what_was_read_waits_as_the_tools(mem: Memory,
             "attribute": "indent", "source": "chat:2026-08-03/t4"})
     assert read["status"] == "pending" and "tool" in read["reason"], read
     assert said["status"] == "committed", said
+
+
+def test_a_memstrata_service_key_is_a_secret_like_any_other(mem: Memory) -> None:
+    """The service's own keys (``msk.<tenant>.<id>.<secret>``) are found as secrets: an
+    episode holding one is redacted, a fact holding one refused (before, an agent's note
+    "CI uses msk...." kept the startup admin key verbatim, for any reader of the scope)."""
+    from memstrata.interfaces.service.keys import KeyStore
+
+    _, token = KeyStore(mem.db, mem.clock).create("default", role="admin")
+    for text in (f"CI uses {token}", token, f"MEMSTRATA_KEY={token}"):
+        ep = mem.episodes.append(S, text=text, actor="agent", source="chat:1")
+        assert token not in mem.episodes.get(ep.id, S).text
+    res = mem.facts.propose(S, claim=f"The CI key is {token}", kind="constraint",
+                            subject="ci", attribute="key", actor="agent", source="chat:2")
+    assert res.status == "rejected" and token not in (res.reason or "")

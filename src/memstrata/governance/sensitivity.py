@@ -248,6 +248,11 @@ def _builtin_detectors(threshold: float) -> list[Detector]:
             r"[A-Za-z0-9_\-]{20,}|R1348941[A-Za-z0-9_\-]{20,})" + _R), ph, v,
           ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "glcbt-", "glft-", "glimt-", "gloas-",
            "gr1348941")),
+        # memstrata's own service keys (msk.<tenant, base64url>.<key id>.<secret>): one in
+        # memory would let any reader of it call the service as that key
+        g("memstrata_api_key", "secret", _tok(
+            r"msk\.", r"[A-Za-z0-9_\-]{1,200}\.[0-9a-z]{26}\.[A-Za-z0-9_\-]{43}"), ph, v,
+          ("msk.",)),
         g("anthropic_api_key", "secret", _tok(
             "sk-ant-", r"(?:api|admin|oat|ort|sid)\d{2}-[A-Za-z0-9_\-]{32,}"), ph, v, ("sk-ant-",)),
         g("openai_api_key", "secret", _tok(
