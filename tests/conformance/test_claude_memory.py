@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,3 +168,208 @@ def test_a_view_range_shows_those_lines(mem: Memory) -> None:
     for view_range, lines in (([2, 3], whole[1:3]), ([2, -1], whole[1:]), ([1, 1], whole[:1])):
         assert str(tool.call({"command": "view", "path": "/memories/episodic.md",
                               "view_range": view_range})).splitlines() == lines, view_range
+
+
+WORKING_MD = "/memories/working-context.md"
+
+
+def _file(tool: Any, path: str = WORKING_MD) -> str:
+    """A memory file's text as the model reads it (the view without its line numbers)."""
+    shown = str(tool.call({"command": "view", "path": path}))
+    return "\n".join(ln.split("\t", 1)[1] for ln in shown.splitlines()) + "\n"
+
+
+def test_removing_a_fact_line_retires_the_fact(mem: Memory) -> None:
+    """A str_replace that deletes a fact line, or a create that leaves it out, retires that
+    fact as the retire_fact tool would (before: "No change", and the line stayed)."""
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    editor = mem.facts.propose(ALICE, claim="Alice uses vim", kind="preference",
+                               subject="alice", attribute="editor", actor="user", source="chat")
+    shell = mem.facts.propose(ALICE, claim="Alice uses zsh", kind="preference",
+                              subject="alice", attribute="shell", actor="user", source="chat")
+    # a fact of alice's across projects: shared beyond this scope, never in its view
+    everywhere = mem.facts.propose(Scope(user="alice"), claim="Alice writes British English",
+                                   kind="preference", subject="alice", attribute="spelling",
+                                   actor="user", source="chat")
+    assert editor.record and shell.record and everywhere.record
+    tool = MemstrataMemoryTool(mem, ALICE)
+    text = _file(tool)
+    [line] = [ln for ln in text.splitlines() if "Alice uses vim" in ln]
+    reply = str(tool.call({"command": "str_replace", "path": WORKING_MD,
+                           "old_str": line + "\n", "new_str": ""}))
+    assert "alice/editor: retired" in reply and not reply.startswith("Error"), reply
+    assert "Alice uses vim" not in _file(tool)
+    assert mem.facts.get(editor.record.id).status == "retired"
+    assert mem.facts.get(shell.record.id).status == "active"
+
+    reply = str(tool.call({"command": "create", "path": WORKING_MD,
+                           "file_text": "# Working context\n\n## Current facts\n\n_none_\n"}))
+    assert "alice/shell: retired" in reply, reply
+    assert "Alice uses zsh" not in _file(tool)
+    assert mem.facts.get(shell.record.id).status == "retired"
+    assert mem.facts.get(everywhere.record.id).status == "active"
+    assert [f.claim for f in mem.facts.current(ALICE)] == ["Alice writes British English"]
+
+
+def test_removing_task_lines_closes_the_task_or_clears_the_field(mem: Memory) -> None:
+    """A removed ``## Task:`` section closes the task (as close_task does); a removed field
+    line clears that field; writing the section again reopens the task (before: "No
+    change", the task and the field stayed)."""
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    mem.checkpoints.save(ALICE, "release-v17", objective="Ship notes", next_action="collect PRs",
+                         notes="ask Bob about the changelog", completed=["drafted intro"])
+    mem.checkpoints.save(ALICE, "fix-links", objective="Fix broken links")
+    tool = MemstrataMemoryTool(mem, ALICE)
+    reply = str(tool.call({"command": "str_replace", "path": WORKING_MD,
+                           "old_str": "- Notes: ask Bob about the changelog\n", "new_str": ""}))
+    assert "task release-v17: checkpoint v2" in reply, reply
+    cp = mem.checkpoints.current(ALICE, "release-v17")
+    assert cp is not None and cp.notes is None and cp.objective == "Ship notes"
+    reply = str(tool.call({"command": "str_replace", "path": WORKING_MD,
+                           "old_str": "### Completed\n\n- drafted intro\n", "new_str": ""}))
+    cp = mem.checkpoints.current(ALICE, "release-v17")
+    assert cp is not None and cp.completed == [], reply
+
+    text = _file(tool)
+    section = text[text.index("## Task: fix-links"):text.index("## Task: release-v17")]
+    reply = str(tool.call({"command": "str_replace", "path": WORKING_MD, "old_str": section,
+                           "new_str": ""}))
+    assert "task fix-links: closed" in reply and not reply.startswith("Error"), reply
+    assert "fix-links" not in _file(tool)
+    closed = mem.checkpoints.current(ALICE, "fix-links")
+    assert closed is not None and closed.status == "closed"
+    assert mem.checkpoints.tasks(ALICE) == ["release-v17"]
+
+    reply = str(tool.call({"command": "create", "path": WORKING_MD,
+                           "file_text": _file(tool) + "\n" + section}))
+    assert "task fix-links: checkpoint" in reply, reply
+    assert mem.checkpoints.tasks(ALICE) == ["fix-links", "release-v17"]
+    # an empty new section names no state to save: refused, not a silent no-op
+    reply = str(tool.call({"command": "str_replace", "path": WORKING_MD,
+                           "old_str": "## Pending identity changes",
+                           "new_str": "## Task: later\n\n## Pending identity changes"}))
+    assert reply.startswith("Error:") and "no fields" in reply, reply
+
+
+def test_pending_identity_lines_are_proposed_and_stay_until_a_person_decides(
+        mem: Memory) -> None:
+    """A line added under "Pending identity changes" is an identity proposal; removing one
+    is a model's edit, not a person's review: the change stays pending and the reply says
+    so (before: both were ignored with "No change")."""
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    tool = MemstrataMemoryTool(mem, ALICE)
+    line = "- **alice / role** (profile): Alice leads the docs team. — source: chat:2"
+    reply = str(tool.call({"command": "str_replace", "path": WORKING_MD,
+                           "old_str": "## Pending identity changes\n\n_none_",
+                           "new_str": f"## Pending identity changes\n\n{line}"}))
+    assert "alice/role: pending" in reply and "memstrata review" in reply, reply
+    [waiting] = mem.review.pending(ALICE)
+    assert waiting.tier == "identity" and waiting.provenance.actor == "agent"
+
+    reply = str(tool.call({"command": "str_replace", "path": WORKING_MD,
+                           "old_str": line, "new_str": "_none_"}))
+    assert reply.startswith("Error:") and "only a person" in reply, reply
+    assert "nothing was written" in reply
+    # with another change: that change is written, and the reply says the line stays
+    text = _file(tool).replace(line, "_none_").replace(
+        "## Pending identity changes", "## Task: docs\n\n- Objective: Tidy the docs\n\n"
+                                       "## Pending identity changes")
+    reply = str(tool.call({"command": "create", "path": WORKING_MD, "file_text": text}))
+    assert "task docs: checkpoint v1" in reply and "alice/role: still a pending" in reply, reply
+    assert [f.id for f in mem.review.pending(ALICE)] == [waiting.id]
+    assert "Alice leads the docs team" in _file(tool)
+
+
+def test_an_unchanged_write_says_why_nothing_changed(mem: Memory) -> None:
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    mem.checkpoints.save(ALICE, "release-v17", objective="Ship notes")
+    tool = MemstrataMemoryTool(mem, ALICE)
+    reply = str(tool.call({"command": "create", "path": WORKING_MD, "file_text": _file(tool)}))
+    assert reply.startswith("No change") and "already holds" in reply, reply
+    assert [cp.version for cp in mem.checkpoints.versions(ALICE, "release-v17")] == [1]
+
+
+def test_a_tool_writes_only_as_a_tool_caller_may(mem: Memory) -> None:
+    """The actor is one a tool dispatcher accepts: a reviewer is a person, never the model
+    (before: the model's identity proposals were a reviewer's)."""
+    from memstrata import ValidationError
+    from memstrata.interfaces.claude_memory import AsyncMemstrataMemoryTool, MemstrataMemoryTool
+
+    for make in (MemstrataMemoryTool, AsyncMemstrataMemoryTool):
+        with pytest.raises(ValidationError):
+            make(mem, ALICE, actor="reviewer")
+
+
+def _message(n: int, content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+    return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": "claude-x",
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 10}}
+
+
+def test_the_async_runner_drives_the_async_tool(mem: Memory) -> None:
+    """``AsyncAnthropic().beta.messages.tool_runner`` takes the async tool (it refused the
+    sync one with TypeError, and there was no other) and runs the model's commands through
+    the same governed writes; the API is a recorded exchange on the SDK's own HTTP seam."""
+    import asyncio
+    import importlib
+
+    from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
+    from anthropic.lib.tools import BetaAsyncAbstractMemoryTool
+
+    from memstrata.interfaces.claude_memory import AsyncMemstrataMemoryTool
+
+    mem.facts.propose(ALICE, claim="Alice uses vim", kind="preference", subject="alice",
+                      attribute="editor", actor="user", source="chat")
+    tool = AsyncMemstrataMemoryTool(mem, ALICE)
+    assert isinstance(tool, BetaAsyncAbstractMemoryTool)
+    assert tool.to_dict() == {"type": "memory_20250818", "name": "memory"}
+    line = _file(tool.tool).splitlines()
+    [vim] = [ln for ln in line if "Alice uses vim" in ln]
+    uses = [
+        {"type": "tool_use", "id": "toolu_1", "name": "memory",
+         "input": {"command": "str_replace", "path": WORKING_MD, "old_str": vim + "\n",
+                   "new_str": ""}},
+        {"type": "tool_use", "id": "toolu_2", "name": "memory",
+         "input": {"command": "insert", "path": "/memories/episodic.md", "insert_line": 4,
+                   "insert_text": "- 2026-08-03 (chat:3): Alice switched to helix [note]"}},
+        {"type": "tool_use", "id": "toolu_3", "name": "memory",
+         "input": {"command": "delete", "path": "/memories/episodic.md"}},
+    ]
+    replies = iter([_message(1, uses, "tool_use"),
+                    _message(2, [{"type": "text", "text": "Noted."}], "end_turn")])
+    sent: list[dict[str, Any]] = []
+    # the HTTP package the SDK is built on (httpx, or httpx2 from anthropic 2.x)
+    http = importlib.import_module(DefaultAsyncHttpxClient.__mro__[1].__module__.split(".")[0])
+
+    def messages_api(request: Any) -> Any:
+        sent.append(json.loads(request.content))
+        return http.Response(200, json=next(replies))
+
+    async def run() -> str:
+        client = AsyncAnthropic(api_key="test", http_client=DefaultAsyncHttpxClient(
+            transport=http.MockTransport(messages_api)))
+        runner = client.beta.messages.tool_runner(
+            model="claude-x", max_tokens=64, tools=[tool],
+            messages=[{"role": "user", "content": "I use helix now, not vim."}])
+        final = await runner.until_done()
+        return str(final.content[0].text)  # type: ignore[union-attr]
+
+    assert asyncio.run(run()) == "Noted."
+    assert sent[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    results = {r["tool_use_id"]: r for r in sent[1]["messages"][-1]["content"]}
+    assert "alice/editor: retired" in str(results["toolu_1"]["content"])
+    assert "Appended 1 entry" in str(results["toolu_2"]["content"])
+    assert str(results["toolu_3"]["content"]).startswith("Error:")
+    assert mem.facts.current(ALICE) == []
+    assert [ep.text for ep in mem.episodes.log(ALICE)] == ["Alice switched to helix"]
+    # the SDK's own command types, and a malformed input, as the sync tool answers them
+    from anthropic.types.beta import BetaMemoryTool20250818ViewCommand
+
+    shown = asyncio.run(tool.execute(BetaMemoryTool20250818ViewCommand(
+        command="view", path="/memories/episodic.md")))
+    assert "Alice switched to helix" in str(shown)
+    assert str(asyncio.run(tool.call("view"))).startswith("Error: the input must be an object")

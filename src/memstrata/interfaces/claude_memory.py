@@ -8,10 +8,19 @@ write through the library:
 - ``/memories/identity.md`` — identity facts. A line the agent adds or changes becomes a
   *pending* identity proposal (a person approves it: ``memstrata review``); removing a line
   is refused (only a person changes identity).
-- ``/memories/working-context.md`` — current facts and each task's checkpoint, one current
-  value per field. Writing it overwrites: every ``## Task:`` section saves that task's
-  checkpoint; a fact line goes through the write policy (an agent's claim waits for
-  review).
+- ``/memories/working-context.md`` — current facts, each task's checkpoint and the identity
+  changes waiting for a person, one current value per field. Writing it overwrites, and
+  the edit is what changed against the view: a ``## Task:`` section saves that task's
+  checkpoint (a removed field line clears the field); a removed section closes the task, as
+  the ``close_task`` tool does (its history stays; writing the section again reopens it).
+  A new or changed fact line goes through the write policy (an agent's claim waits for
+  review); a removed one retires the fact as the ``retire_fact`` tool would for this actor
+  (:class:`~memstrata.interfaces.tools.ToolDispatcher`: a model never retires an identity
+  fact, and the view holds only this scope's own facts, so one shared beyond it is never
+  reached). A line added under "Pending identity changes" is an identity proposal; a removed
+  one stays (only a person approves or rejects it: ``memstrata review``), and the reply says
+  so (an ``Error:`` when that was all the edit did). A refused edit writes nothing, and an
+  edit that changes nothing says so.
 - ``/memories/episodic.md`` — the episodic log, append-only. Lines added at the end become
   episodes (each dated and sourced: ``- YYYY-MM-DD (source): what happened``, or refused
   with the reason); changing or deleting an existing line is refused.
@@ -25,14 +34,21 @@ input that is not an object, an unknown command, or a field missing or of the wr
 (``path``, ``file_text``, ``old_str``, ``new_str``, ``insert_text``, ``old_path`` and
 ``new_path`` are strings, ``insert_line`` an integer, ``view_range`` two line numbers
 ``[first, last]``, ``-1`` for the end) is an ``Error:`` reply naming the field, and nothing
-is written. The backend subclasses the Anthropic SDK's ``BetaAbstractMemoryTool`` (``pip
-install 'memstrata[anthropic]'``), so ``client.beta.messages.run_tools(tools=[tool])``
-drives it.
+is written. One tool runs one write at a time (an edit is read, compared and written as one
+step).
+
+:class:`MemstrataMemoryTool` subclasses the Anthropic SDK's ``BetaAbstractMemoryTool`` (``pip
+install 'memstrata[anthropic]'``), so ``Anthropic().beta.messages.tool_runner(tools=[tool])``
+drives it; :class:`AsyncMemstrataMemoryTool` subclasses ``BetaAsyncAbstractMemoryTool`` for
+``AsyncAnthropic()``'s runner and runs each command of a :class:`MemstrataMemoryTool` in a
+worker thread (``anyio.to_thread``: the store's calls block), so both give the same replies
+and writes.
 """
 
 from __future__ import annotations
 
 import posixpath
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +57,8 @@ from pydantic import BaseModel
 from ..errors import ConfigError, MemstrataError
 
 try:
-    from anthropic.lib.tools import BetaAbstractMemoryTool
+    from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool
+    from anyio import to_thread  # the SDK's own dependency: its async tools run on it
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ConfigError("the Claude memory tool backend needs the anthropic SDK",
                       hint="pip install 'memstrata[anthropic]'") from exc
@@ -49,10 +66,11 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from ..governance.safety import write_actor
 from ..governance.sensitivity import scan
-from ..models import Scope, make_scope
-from .markdown import EPISODIC, IDENTITY, WORKING
+from ..models import Fact, Scope, make_scope
+from .markdown import EPISODIC, IDENTITY, WORKING, FactEntry, TaskEntry, one_line
 from .markdown_read import Issue, parse_episodic, parse_identity, parse_working
 from .memory_files import checkpoint_holds, collect
+from .tools import ToolDispatcher
 
 if TYPE_CHECKING:
     from anthropic.lib.tools import BetaFunctionToolResultType
@@ -116,8 +134,23 @@ def _range(command: Any) -> tuple[int, int] | None:
     return first, last
 
 
+def _task_fields(task: TaskEntry, shown: TaskEntry | None) -> dict[str, Any]:
+    """The checkpoint fields a ``## Task:`` section writes: the ones it gives and, for a task
+    the view showed, an empty value for each field whose lines were removed."""
+    fields = {name: value for name, value in task.fields.items() if value}
+    for name, value in (shown.fields if shown is not None else {}).items():
+        if name not in fields:
+            fields[name] = [] if isinstance(value, list) else None
+    return fields
+
+
 class MemstrataMemoryTool(BetaAbstractMemoryTool):
-    """Claude's memory tool over one memstrata scope (see the module docstring)."""
+    """Claude's memory tool over one memstrata scope (see the module docstring).
+
+    ``actor``: who the model's writes are attributed to, as for the tools
+    (:class:`~memstrata.interfaces.tools.ToolDispatcher`: ``agent``, ``user``, ``tool``,
+    ``system`` or ``import``; another is a ValidationError). ``source``: the provenance of a
+    line that names none, and who saves the checkpoints."""
 
     def __init__(self, mem: Memory, scope: Scope | dict[str, Any], *, actor: str = "agent",
                  source: str = "claude-memory", **options: Any) -> None:
@@ -126,6 +159,9 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         self.scope = make_scope(scope)
         self.actor = actor
         self.source = source
+        # retirements go through the retire_fact tool: its rules, for a model's calls
+        self._tools = ToolDispatcher(mem, self.scope, actor=actor)
+        self._lock = threading.Lock()
 
     def execute(self, command: BetaMemoryTool20250818Command) -> BetaFunctionToolResultType:
         """Run one command. ``call`` builds it from the model's input unchecked, so an input
@@ -242,20 +278,29 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         the file's layer; a refusal is an ``Error:`` reply."""
         try:
             name = self._file(path)
-            old = self._render()[name]
-            new = edit(old)
-            found = scan(new)
-            if found.has_secret:
-                kinds = ", ".join(sorted({f.detector for f in found.secrets}))
-                raise ValueError(f"the text carries a secret ({kinds}): secrets are never "
-                                 "stored; keep them in a secret manager")
-            handler = {IDENTITY: self._identity, WORKING: self._working,
-                       EPISODIC: self._episodic}[name]
-            return handler(old, new)
+            with self._lock:  # the view the edit is compared with is the one it replaces
+                old = self._render()[name]
+                new = edit(old)
+                found = scan(new)
+                if found.has_secret:
+                    kinds = ", ".join(sorted({f.detector for f in found.secrets}))
+                    raise ValueError(f"the text carries a secret ({kinds}): secrets are never "
+                                     "stored; keep them in a secret manager")
+                handler = {IDENTITY: self._identity, WORKING: self._working,
+                           EPISODIC: self._episodic}[name]
+                return handler(old, new)
         except ValueError as exc:
             return f"Error: {exc}"
         except MemstrataError as exc:
             return f"Error: {exc}"
+
+    def _propose_identity(self, e: FactEntry) -> str:
+        """Propose an identity entry (it waits for a person); the receipt line."""
+        source = e.source or self.source
+        res = self.mem.facts.propose(
+            self.scope, claim=e.claim, kind=e.kind, subject=e.subject, attribute=e.attribute,
+            actor=write_actor(self.actor, None, source), source=source, tier="identity")
+        return f"{e.subject}/{e.attribute}: {res.status} ({res.reason})"
 
     def _identity(self, old: str, new: str) -> str:
         issues: list[Issue] = []
@@ -269,37 +314,88 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
             raise ValueError("identity entries cannot be removed by the agent ("
                              + ", ".join("/".join(s) for s in sorted(removed))
                              + "): ask your user to retire them")
-        results = []
-        for e in after:
-            if e.slot in before and before[e.slot].claim == e.claim:
-                continue
-            res = self.mem.facts.propose(
-                self.scope, claim=e.claim, kind=e.kind, subject=e.subject,
-                attribute=e.attribute, actor=write_actor(self.actor, None,
-                                                         e.source or self.source),
-                source=e.source or self.source, tier="identity")
-            results.append(f"{e.subject}/{e.attribute}: {res.status} ({res.reason})")
+        results = [self._propose_identity(e) for e in after
+                   if e.slot not in before or before[e.slot].claim != e.claim]
         if not results:
-            return f"No change to {ROOT}/{IDENTITY}."
+            return f"No change to {ROOT}/{IDENTITY}: it already holds these entries."
         return ("Identity changes wait for a person's approval (memstrata review):\n"
                 + "\n".join(f"- {r}" for r in results))
 
     def _working(self, old: str, new: str) -> str:
-        del old
+        """Write what ``new`` changes against the view ``old``: refusals are found before
+        anything is written (see the module docstring)."""
         issues: list[Issue] = []
-        facts, tasks, _pending = parse_working(new, issues)
+        facts, tasks, pending = parse_working(new, issues)
         issues = [i for i in issues if i.severity == "error"]
         if issues:
             raise ValueError("; ".join(f"line {i.line}: {i.message}" for i in issues))
-        out = []
-        for t in tasks:
-            fields = {k: v for k, v in t.fields.items() if v}
-            if fields and not checkpoint_holds(self.mem.checkpoints.current(self.scope, t.task),
-                                               fields):
-                cp = self.mem.checkpoints.save(self.scope, t.task, by=self.source, **fields)
-                out.append(f"task {t.task}: checkpoint v{cp.version}")
+        shown_facts, shown_tasks, shown_pending = parse_working(old, [])
+        shown = {t.task: t for t in shown_tasks}
+        saves = [(t.task, _task_fields(t, shown.get(t.task))) for t in tasks]
+        for task, fields in saves:
+            if not fields and task not in shown:
+                raise ValueError(f"task {task!r} has no fields: give at least '- Objective: "
+                                 "...' or '- Next action: ...'; nothing was written")
+        named = {t.task for t in tasks}
+        gone = {e.slot for e in shown_facts} - {e.slot for e in facts}
+        # the view shows exactly this scope's own standard facts (collect): those are the
+        # ones a removed line names
+        removed = [f for f in self.mem.facts.current(self.scope, limit=100_000)
+                   if f.scope == self.scope and f.tier != "identity"
+                   and (f.subject.lower(), f.attribute.lower()) in gone]
+        out: list[str] = []
+        try:
+            for f in removed:
+                out.append(self._retire(f))
+            for task in shown:
+                if task not in named:
+                    self.mem.checkpoints.close(self.scope, task, by=self.source)
+                    out.append(f"task {task}: closed (its section was removed; its history "
+                               "stays, and writing the section again reopens it)")
+            for task, fields in saves:
+                was = self.mem.checkpoints.current(self.scope, task)
+                reopens = was is not None and was.status == "closed"
+                if fields and (reopens or not checkpoint_holds(was, fields)):
+                    cp = self.mem.checkpoints.save(self.scope, task, by=self.source, **fields)
+                    out.append(f"task {task}: checkpoint v{cp.version}"
+                               + (" (reopened)" if reopens else ""))
+            out += self._propose_facts(facts)
+            shown_waiting = {(e.slot, one_line(e.claim)) for e in shown_pending}
+            out += [self._propose_identity(e) + "; a person approves it (memstrata review)"
+                    for e in pending if (e.slot, one_line(e.claim)) not in shown_waiting]
+        except (ValueError, MemstrataError) as exc:
+            if not out:
+                raise
+            raise ValueError(f"{exc}; written before it: " + "; ".join(out)) from exc
+        waiting = {(e.slot, one_line(e.claim)) for e in pending}
+        withdrawn = [e for e in shown_pending if (e.slot, one_line(e.claim)) not in waiting]
+        if withdrawn:  # a model's edit is no person's review: the change keeps waiting
+            kept = (", ".join(f"{e.subject}/{e.attribute}" for e in withdrawn) + ": still a "
+                    "pending identity change; only a person approves or rejects one (memstrata "
+                    "review), so its line stays")
+            if not out:
+                raise ValueError(f"{kept}; nothing was written")
+            out.append(kept)
+        if not out:
+            return (f"No change to {ROOT}/{WORKING}: it already holds these facts, tasks and "
+                    "pending identity changes (its dates and versions are the store's own).")
+        return "Working context saved:\n" + "\n".join(f"- {o}" for o in out)
+
+    def _retire(self, fact: Fact) -> str:
+        """Retire a fact whose line was removed, as the ``retire_fact`` tool does."""
+        got = self._tools.dispatch("retire_fact", {
+            "ref": fact.ref, "reason": f"removed from {ROOT}/{WORKING} ({self.source})"})
+        if "error" in got:
+            raise ValueError(f"{fact.subject}/{fact.attribute} cannot be retired: "
+                             f"{got['error']} ({got['hint']})")
+        return f"{fact.subject}/{fact.attribute}: retired (its line was removed; history " \
+               "keeps it)"
+
+    def _propose_facts(self, facts: list[FactEntry]) -> list[str]:
+        """Propose the fact lines whose claim no current fact of the slot holds."""
         current = {(f.subject, f.attribute): f.claim
-                   for f in self.mem.facts.current(self.scope, limit=1000)}
+                   for f in self.mem.facts.current(self.scope, limit=100_000)}
+        out = []
         for f in facts:
             if current.get((f.subject, f.attribute)) == f.claim:
                 continue
@@ -309,8 +405,7 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
                                          actor=write_actor(self.actor, None, source),
                                          source=source)
             out.append(f"{f.subject}/{f.attribute}: {res.status} ({res.reason})")
-        return "Working context saved:\n" + "\n".join(f"- {o}" for o in out) if out else \
-            f"No change to {ROOT}/{WORKING}."
+        return out
 
     def _episodic(self, old: str, new: str) -> str:
         old_lines = [ln for ln in old.splitlines() if ln.strip()]
@@ -337,4 +432,38 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
                f"{ROOT}/{EPISODIC}: " + ", ".join(ep.ref for ep in stored)
 
 
-__all__ = ["ROOT", "MemstrataMemoryTool"]
+class AsyncMemstrataMemoryTool(BetaAsyncAbstractMemoryTool):
+    """Claude's memory tool for ``AsyncAnthropic``: each command runs the
+    :class:`MemstrataMemoryTool` :attr:`tool` (same arguments) in a worker thread, so the
+    replies and the governed writes are that tool's."""
+
+    def __init__(self, mem: Memory, scope: Scope | dict[str, Any], *, actor: str = "agent",
+                 source: str = "claude-memory", **options: Any) -> None:
+        super().__init__(**options)
+        self.tool = MemstrataMemoryTool(mem, scope, actor=actor, source=source)
+
+    async def execute(self, command: BetaMemoryTool20250818Command
+                      ) -> BetaFunctionToolResultType:
+        """Run one command (checked as :meth:`MemstrataMemoryTool.execute` checks it)."""
+        return await to_thread.run_sync(self.tool.execute, command)
+
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return await to_thread.run_sync(self.tool.view, command)
+
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return await to_thread.run_sync(self.tool.create, command)
+
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return await to_thread.run_sync(self.tool.str_replace, command)
+
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return await to_thread.run_sync(self.tool.insert, command)
+
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return await to_thread.run_sync(self.tool.delete, command)
+
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return await to_thread.run_sync(self.tool.rename, command)
+
+
+__all__ = ["ROOT", "AsyncMemstrataMemoryTool", "MemstrataMemoryTool"]
