@@ -71,9 +71,11 @@ def test_operations_agree_with_the_sdks_sqlite_session(mem: Memory, tmp_path: Pa
             if roll < 0.45:
                 items = [{"role": rng.choice(["user", "assistant"]),
                           "content": f"message {step}.{i}"} for i in range(rng.randint(1, 3))]
-                if rng.random() < 0.3:
-                    items.append({"type": "function_call_output", "call_id": f"c{step}",
-                                  "output": "result " * rng.randint(1, 20)})
+                if rng.random() < 0.3:  # a call and its output (alone, an output is dropped)
+                    items += [{"type": "function_call", "call_id": f"c{step}", "name": "f",
+                               "arguments": "{}"},
+                              {"type": "function_call_output", "call_id": f"c{step}",
+                               "output": "result " * rng.randint(1, 20)}]
                 await mine.add_items(copy.deepcopy(items))
                 await ref.add_items(copy.deepcopy(items))
             elif roll < 0.6:
@@ -144,7 +146,8 @@ def test_bad_input_is_typed_and_stores_nothing(mem: Memory) -> None:
     session = MemstrataSession("s2", mem, ALICE)
     for bad in ([{"role": "user", "content": "ok"}, "not an item"],
                 [{"role": "user", "content": object()}], "a string",
-                [{"type": "message", "content": "x" * 250_000}]):
+                # too large even with its text cut: the bulk is in 40,000 parts
+                [{"role": "user", "content": [{"type": "input_text", "text": "x"}] * 40_000}]):
         with pytest.raises(ValidationError):
             session.add(bad)  # type: ignore[arg-type]
     assert session.items() == []
