@@ -1,10 +1,11 @@
 """CLI: ``memstrata serve`` (the REST API, MCP endpoint and inspector) and ``memstrata keys``.
 
 ``serve`` opens the configured store (the embedded SQLite file by default, PostgreSQL
-with --url) and runs the ASGI app under uvicorn; unless --no-admin-key, it prints a
-one-time admin key of the tenant (the previous startup key is revoked, so exactly one
-startup key works at a time). ``keys create|list|revoke`` manage the tenant's keys; a new
-key's token is printed once and stored only as a hash.
+with --url) and runs the ASGI app under uvicorn. Every start revokes the previous startup
+admin key, whatever the flags; unless --no-admin-key, it then prints a new one-time admin
+key of the tenant, so at most one startup key works at a time: the latest start's.
+``keys create|list|revoke`` manage the tenant's keys; a new key's token is printed once
+and stored only as a hash.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def _json_logs(level: str) -> None:
 @click.option("--no-mcp", is_flag=True, help="Do not mount the MCP endpoint at /mcp.")
 @click.option("--no-inspector", is_flag=True, help="Do not serve the inspector pages at /.")
 @click.option("--no-admin-key", is_flag=True,
-              help="Do not create and print a startup admin key.")
+              help="Do not create and print a startup admin key (the previous start's "
+                   "is revoked all the same).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True, help="Request log level (JSON lines).")
 def serve(host: str, port: int, max_body: int, rate: int, no_mcp: bool, no_inspector: bool,
@@ -79,11 +81,11 @@ def serve(host: str, port: int, max_body: int, rate: int, no_mcp: bool, no_inspe
     click.echo(f"  REST {url}/v1/...  OpenAPI {url}/openapi.json"
                + ("" if no_mcp else f"  MCP {url}/mcp")
                + ("" if no_inspector else f"  inspector {url}/"), err=True)
+    keys = KeyStore(mem.db, mem.clock)
+    for old in keys.list(tenant, include_revoked=False):  # "valid until the next start"
+        if old.label == STARTUP_LABEL:
+            keys.revoke(tenant, old.id)
     if not no_admin_key:
-        keys = KeyStore(mem.db, mem.clock)
-        for old in keys.list(tenant, include_revoked=False):
-            if old.label == STARTUP_LABEL:
-                keys.revoke(tenant, old.id)
         _, token = keys.create(tenant, role="admin", label=STARTUP_LABEL)
         click.echo(f"  admin key (shown once, valid until the next start): {token}", err=True)
     _json_logs(log_level)

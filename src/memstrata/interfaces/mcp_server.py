@@ -25,8 +25,15 @@ Contract:
   :data:`memstrata.interfaces.mcp_stdio.STDIN_EOF_GRACE_S`.
 - Resources: ``memstrata://identity``, ``memstrata://working-context``,
   ``memstrata://episodic`` (the three memory files of the scope, rendered from the store)
-  and ``memstrata://task/TASK`` (the server's task's checkpoint). The prompt
-  ``session_start`` loads the read protocol and what the session starts with.
+  and ``memstrata://task/TASK`` (the checkpoint of TASK; the request's default task is
+  listed). The prompt ``session_start`` loads the read protocol and what the session
+  starts with. Any other resource is the protocol's "resource not found" error
+  (:data:`RESOURCE_NOT_FOUND`), any other prompt "invalid params" (``-32602``); a library
+  error reading one is a JSON-RPC error with its message and ``{"hint", "type"}`` as data,
+  never a traceback.
+- The default task (``get_current_task``, ``save_checkpoint``, the task resource, the
+  prompt) is the binding's (``memstrata serve``: the request's ``X-Memstrata-Task``), else
+  the server's (``memstrata mcp --task``).
 - Library calls run in a worker thread so a slow embedder never stalls the
   event loop.
 """
@@ -49,6 +56,8 @@ if TYPE_CHECKING:
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+#: MCP's "resource not found" error code (the handshake-era protocol revisions).
+RESOURCE_NOT_FOUND = -32002
 
 INSTRUCTIONS = """\
 memstrata is your memory, split into layers with different rules. It is a prior, not
@@ -96,16 +105,17 @@ server; tools take no arguments naming a user or tenant.
 
 @dataclass(frozen=True)
 class Binding:
-    """Who a request acts as: its scope, actor, reader name and the tools it may call.
-    A run is cached by (session, binding), and ``owner`` (an API key id, say) is part of
-    the binding, so two callers never share a session's run even if one learns the other's
-    session id."""
+    """Who a request acts as: its scope, actor, reader name, the tools it may call and its
+    default task (None: the server's). A run is cached by (session, binding), and ``owner``
+    (an API key id, say) is part of the binding, so two callers never share a session's run
+    even if one learns the other's session id."""
 
     scope: Scope
     actor: str = "agent"
     principal: str | None = None
     allowed: frozenset[str] | None = None
     owner: str = ""
+    task: str | None = None
 
 
 class MemoryTools:
@@ -139,6 +149,10 @@ class MemoryTools:
             return self._bind(ctx)
         return Binding(self.scope, self.actor)
 
+    def task_of(self, b: Binding) -> str | None:
+        """The default task of a request with binding ``b``: its own, else the server's."""
+        return b.task if b.task is not None else self.task
+
     @staticmethod
     def http_session(session_id: str) -> str:
         """The session key of the streamable-HTTP session ``session_id``."""
@@ -164,7 +178,8 @@ class MemoryTools:
             dispatchers = self._sessions.setdefault(session, {})
             dispatcher = dispatchers.get(b)
             if dispatcher is None:
-                dispatcher = ToolDispatcher(self.mem, b.scope, task=self.task, actor=b.actor,
+                dispatcher = ToolDispatcher(self.mem, b.scope, task=self.task_of(b),
+                                            actor=b.actor,
                                             principal=b.principal, allowed=b.allowed)
                 dispatchers[b] = dispatcher
             return dispatcher
@@ -231,35 +246,42 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
         return collect(mem, b.scope, principal=b.principal).render()[files[name]]
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        scope = tools.binding(ctx).scope
+        b = tools.binding(ctx)
+        scope, task = b.scope, tools.task_of(b)
         listed = [types.Resource(name=name, title=f"memstrata {fname}",
                                  uri=f"memstrata://{name}", mime_type="text/markdown",
                                  description=f"{fname} of {scope}, rendered from the "
                                              "store (read identity and working context first)")
                   for name, fname in files.items()]
-        if tools.task is not None:
+        if task is not None:
             listed.append(types.Resource(
-                name="task", title=f"checkpoint of {tools.task}",
-                uri=f"memstrata://task/{tools.task}", mime_type="text/markdown",
-                description="the current checkpoint of the server's task, in full"))
+                name="task", title=f"checkpoint of {task}",
+                uri=f"memstrata://task/{task}", mime_type="text/markdown",
+                description="the current checkpoint of the session's task, in full"))
         return types.ListResourcesResult(resources=listed)
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
-        from ..errors import NotFound
+        from ..errors import MemstrataError, NotFound
         from ..retrieval.context import checkpoint_text
 
         uri = str(params.uri)
-        name = uri.removeprefix("memstrata://")
+        name = uri.removeprefix("memstrata://") if uri.startswith("memstrata://") else ""
         b = tools.binding(ctx)
-        if name in files:
-            text = await anyio.to_thread.run_sync(read_file, b, name)
-        elif name.startswith("task/"):
-            cp = await anyio.to_thread.run_sync(mem.checkpoints.current, b.scope,
-                                                name.removeprefix("task/"))
-            text = checkpoint_text(cp) if cp is not None else "no checkpoint saved yet"
-        else:
-            raise NotFound(f"no resource {uri}", hint="list the resources first")
+        try:
+            if name in files:
+                text = await anyio.to_thread.run_sync(read_file, b, name)
+            elif name.startswith("task/"):
+                cp = await anyio.to_thread.run_sync(mem.checkpoints.current, b.scope,
+                                                    name.removeprefix("task/"))
+                text = checkpoint_text(cp) if cp is not None else "no checkpoint saved yet"
+            else:
+                raise NotFound(f"no resource {uri}",
+                               hint="resources/list names them: memstrata://identity, "
+                                    "memstrata://working-context, memstrata://episodic, "
+                                    "memstrata://task/TASK")
+        except MemstrataError as exc:
+            raise protocol_error(exc, uri=uri) from None
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, mime_type="text/markdown", text=text)])
 
@@ -273,10 +295,21 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult:
-        task = (params.arguments or {}).get("task") or tools.task
+        from mcp.shared.exceptions import MCPError
+
+        from ..errors import MemstrataError
+
+        if params.name != "session_start":
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}",
+                           data={"hint": "prompts/list names the one prompt: session_start",
+                                 "type": "NotFound"})
         b = tools.binding(ctx)
-        ctx_text = await anyio.to_thread.run_sync(
-            lambda: mem.context(b.scope, task=task, principal=b.principal).text)
+        task = (params.arguments or {}).get("task") or tools.task_of(b)
+        try:
+            ctx_text = await anyio.to_thread.run_sync(
+                lambda: mem.context(b.scope, task=task, principal=b.principal).text)
+        except MemstrataError as exc:
+            raise protocol_error(exc) from None
         body = (f"{INSTRUCTIONS}\nWhat memory holds for this session ({b.scope}):\n\n"
                 f"{ctx_text or '(nothing yet)'}")
         return types.GetPromptResult(
@@ -310,6 +343,30 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
     )
     server.memstrata_tools = tools  # type: ignore[attr-defined]
     return server
+
+
+def protocol_error(exc: Any, *, uri: str | None = None) -> Exception:
+    """A library error met serving a resource or a prompt, as the JSON-RPC error the SDK
+    answers with (``MCPError``): NotFound of a resource is :data:`RESOURCE_NOT_FOUND`, an
+    invalid argument ``-32602``, anything else ``-32603``; the data carries the error's
+    hint and type (and the ``uri``)."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    from ..errors import NotFound, ValidationError
+    from .tools import error_result
+
+    if isinstance(exc, NotFound) and uri is not None:
+        code = RESOURCE_NOT_FOUND
+    elif isinstance(exc, ValidationError | NotFound):
+        code = types.INVALID_PARAMS
+    else:
+        code = types.INTERNAL_ERROR
+    result = error_result(exc)
+    data = {"hint": result.get("hint"), "type": result.get("type")}
+    if uri is not None:
+        data["uri"] = uri
+    return MCPError(code, str(result.get("error")), data=data)
 
 
 async def serve_stdio(server: Server[Any]) -> None:
@@ -361,9 +418,11 @@ __all__ = [
     "DEFAULT_PORT",
     "HOST",
     "INSTRUCTIONS",
+    "RESOURCE_NOT_FOUND",
     "Binding",
     "MemoryTools",
     "build_server",
+    "protocol_error",
     "serve_http",
     "serve_stdio",
     "tool_listing",

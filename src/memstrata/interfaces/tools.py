@@ -17,8 +17,9 @@ Contract:
   stored, its reference), never an echo of the content.
 - Scratch and ledger tools work inside one run the dispatcher owns (opened
   lazily, ended by :meth:`ToolDispatcher.close`, which discards the run's
-  scratchpad). A new dispatcher is a new run: a ledger key begun by a run
-  that died reads ``unknown`` to the next one.
+  scratchpad). Opening and ending are atomic: calls made in parallel from several threads
+  (an MCP client's parallel tool calls) open exactly one run. A new dispatcher is a new
+  run: a ledger key begun by a run that died reads ``unknown`` to the next one.
 - ``propose_memory`` and ``log_episode`` write as :func:`write_actor` says: the
   dispatcher's actor (``agent`` by default), lowered to ``tool``/``agent`` when the call
   says the words are a tool's or the agent's (``origin``) or its source is a URL or file
@@ -30,6 +31,7 @@ Contract:
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -88,6 +90,11 @@ DISPATCH_ACTORS = ("agent", "user", "tool", "system", "import")
 
 
 Handler = Callable[["ToolDispatcher", Any], dict[str, Any]]
+
+
+#: What a call that names no task, on a server with no default task, is told.
+NO_TASK_HINT = ("pass task, or give the server a default task (`memstrata mcp --task`; the "
+                "X-Memstrata-Task header of `memstrata serve`)")
 
 
 @dataclass(frozen=True)
@@ -173,7 +180,7 @@ def _save_checkpoint(d: ToolDispatcher, a: SaveCheckpointArgs) -> dict[str, Any]
     task = a.task or d.task
     if task is None:
         raise ValidationError("no task to save a checkpoint for",
-                              hint="pass task, or start the server with --task")
+                              hint=NO_TASK_HINT)
     fields = a.model_dump(exclude={"task"}, exclude_none=True)
     cp = d.mem.checkpoints.save(d.scope, task, by=f"tools:{d.run_id}", **fields)
     return {"saved": cp.ref, "task": task, "version": cp.version, "fields": sorted(fields)}
@@ -182,7 +189,7 @@ def _save_checkpoint(d: ToolDispatcher, a: SaveCheckpointArgs) -> dict[str, Any]
 def _close_task(d: ToolDispatcher, a: CloseTaskArgs) -> dict[str, Any]:
     task = a.task or d.task
     if task is None:
-        raise ValidationError("no task to close", hint="pass task, or start the server with --task")
+        raise ValidationError("no task to close", hint=NO_TASK_HINT)
     cp = d.mem.checkpoints.close(d.scope, task, outcome=a.outcome, by=f"tools:{d.run_id}")
     return {"closed": cp.ref, "task": task, "outcome": cp.outcome}
 
@@ -485,6 +492,7 @@ class ToolDispatcher:
         self._run = run
         self._owns_run = run is None
         self._run_id = run_id
+        self._run_lock = threading.Lock()  # one run, however many threads call at once
         self.allowed = allowed
         self.person = bool_arg(person, "person")
 
@@ -497,11 +505,16 @@ class ToolDispatcher:
 
     @property
     def run(self) -> Run:
-        """The run scratch and ledger calls belong to (opened on first use)."""
-        if self._run is None:
-            self._run = self.mem.run(self.scope, task=self.task, run_id=self._run_id)
-            self._run.__enter__()
-        return self._run
+        """The run scratch and ledger calls belong to (opened on first use, once)."""
+        run = self._run
+        if run is not None:
+            return run
+        with self._run_lock:
+            if self._run is None:
+                opened = self.mem.run(self.scope, task=self.task, run_id=self._run_id)
+                opened.__enter__()
+                self._run = opened  # published only once open
+            return self._run
 
     @property
     def run_id(self) -> str:
@@ -553,9 +566,10 @@ class ToolDispatcher:
 
     def close(self) -> None:
         """End the run this dispatcher opened (its scratchpad is discarded)."""
-        if self._run is not None and self._owns_run:
-            self._run.close()
-            self._run = None
+        with self._run_lock:
+            if self._run is not None and self._owns_run:
+                self._run.close()
+                self._run = None
 
     def __enter__(self) -> ToolDispatcher:
         return self

@@ -26,6 +26,9 @@ Contract:
 - One JSON log line per request on the ``memstrata.service`` logger: request id, method,
   path, status, duration, key id, tenant and role. Never a body, a header value or a
   record's content. The request id is returned in ``X-Request-Id``.
+- A client that goes away before its request is answered (mid-body, say) is not a
+  server error: its line has status :data:`CLIENT_GONE` (499, as nginx logs it), nothing
+  is sent to the closed connection and no traceback is logged.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ if TYPE_CHECKING:
     from ...memory import Memory
 
 log = logging.getLogger("memstrata.service")
+#: The status logged for a request whose client disconnected before it was answered.
+CLIENT_GONE = 499
 
 # -- ASGI pieces --------------------------------------------------------------
 
@@ -68,6 +73,8 @@ class Guard:
         self.max_body = service.config.max_body
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        from starlette.requests import ClientDisconnect
+
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -76,6 +83,15 @@ class Guard:
         started = time.perf_counter()
         status = {"code": 500}
         logged = [False]
+        started_response = [False]
+        gone = [False]  # the client disconnected before the response started
+
+        async def receive_watched() -> MutableMapping[str, Any]:
+            message: MutableMapping[str, Any] = await receive()
+            if message["type"] == "http.disconnect" and not started_response[0]:
+                gone[0] = True
+                status["code"] = CLIENT_GONE
+            return message
 
         def log_once() -> None:
             # The line is written before the last byte of the response leaves, so a client
@@ -92,8 +108,11 @@ class Guard:
                 "role": key.role if key else None}))
 
         async def send_logged(message: MutableMapping[str, Any]) -> None:
+            if gone[0]:
+                return  # nobody is listening; the line says 499, not what the app made of it
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+                started_response[0] = True
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", rid.encode()))
                 message["headers"] = headers
@@ -106,7 +125,10 @@ class Guard:
             if length is not None and length > self.max_body:
                 await _send_json(send_logged, 413, too_big(self.max_body, rid))
                 return
-            await self.app(scope, receive, send_logged)
+            await self.app(scope, receive_watched, send_logged)
+        except ClientDisconnect:
+            gone[0] = True  # raised by a body read after the disconnect: not a server error
+            status["code"] = CLIENT_GONE
         finally:
             log_once()
 
@@ -205,4 +227,4 @@ def build_app(mem: Memory, config: ServiceConfig | None = None) -> Guard:
     return Guard(app, service)
 
 
-__all__ = ["Guard", "ServiceConfig", "build_app"]
+__all__ = ["CLIENT_GONE", "Guard", "ServiceConfig", "build_app"]

@@ -8,6 +8,12 @@ Contract:
   HttpOnly cookie), its rate (a token bucket per key; :class:`RateLimiter`), then the
   request's scope from the key and the ``X-Memstrata-*`` headers
   (:meth:`~memstrata.interfaces.service.keys.ApiKey.scope_for`).
+- A REST run belongs to the key that names it (:func:`rest_run_id`): the run id is
+  ``api:<key id>`` (no ``X-Memstrata-Run``) or ``api:<key id>:<name>``, so a header value
+  can name only runs of the request's own key, never another key's run or an MCP
+  session's (whose ids are random and carry no ``api:`` prefix).
+- A request refused for its rate is still logged with its key: the key is set on the
+  request (``request.state.key``) as soon as it is authenticated.
 - :meth:`Service.invoke` checks the operation's role, validates the body with its argument
   model and runs the handler in a worker thread; it returns ``(status, result)`` and never
   raises a library error (each maps to a status by :data:`STATUS`).
@@ -42,7 +48,7 @@ from ...errors import (
     Unauthenticated,
     ValidationError,
 )
-from ...inputs import check_name
+from ...inputs import MAX_NAME, check_name
 from ..tools import SCOPE_WORDS, error_result
 from .keys import ApiKey, KeyStore
 from .operations import Call, Endpoint
@@ -128,13 +134,13 @@ class Service:
     def authenticate(self, request: Request, *, cookie: bool = False) -> Call:
         """The request's call (key, scope, run), or a typed error; spends a rate token."""
         key = self.keys.authenticate(self.token_of(request, cookie=cookie))
+        request.state.key = key  # the request's log line names the key, even when refused
         wait = self.limiter.take(key.id, key.rate_per_minute or self.config.rate_per_minute)
         if wait > 0:
             raise RateLimited(f"key {key.id} is over its rate of "
                               f"{key.rate_per_minute or self.config.rate_per_minute} requests "
                               "per minute", hint=f"retry after {wait:.1f} s",
                               retry_after=wait)
-        request.state.key = key
         return self.call_for(key, request)
 
     def call_for(self, key: ApiKey, request: Request) -> Call:
@@ -146,11 +152,11 @@ class Service:
         run = request.headers.get("x-memstrata-run")
         task = request.headers.get("x-memstrata-task")
         try:
-            run_id = check_name(run, "run") if run else f"api:{key.id}"
+            run_id = rest_run_id(key.id, check_name(run, "run") if run else None)
             task = check_name(task, "task") if task else None
         except ValueError as exc:
             raise ValidationError(str(exc), hint="X-Memstrata-Run and -Task are names") from None
-        return Call(mem=self.mem, keys=self.keys, key=key, scope=scope, run_id=str(run_id),
+        return Call(mem=self.mem, keys=self.keys, key=key, scope=scope, run_id=run_id,
                     task=task)
 
     # -- operations -------------------------------------------------------
@@ -178,6 +184,28 @@ class Service:
         if "error" in result:
             return status_of(result), result
         return 200, result
+
+
+def rest_run_id(key_id: str, name: str | None) -> str:
+    """The run a REST request of key ``key_id`` belongs to: its default run
+    (``api:<key id>``) or the run it names with ``X-Memstrata-Run`` (``api:<key id>:<name>``).
+    The key's id is part of every REST run id, so no header value reaches another key's
+    run or an MCP session's; a ``ValueError`` when the id would exceed a run id's length."""
+    prefix = f"api:{key_id}"
+    if name is None:
+        return prefix
+    longest = MAX_NAME - len(prefix) - 1
+    if len(name) > longest:
+        raise ValueError(f"run {name[:20]!r}... is longer than {longest} characters")
+    return f"{prefix}:{name}"
+
+
+def retry_after(exc: MemstrataError) -> dict[str, str]:
+    """The ``Retry-After`` header of a RateLimited error (whole seconds, at least 1); none
+    for another error."""
+    if not isinstance(exc, RateLimited):
+        return {}
+    return {"Retry-After": str(max(1, round(float(exc.details.get("retry_after", 1)))))}
 
 
 def _argument_problem(op: Endpoint, exc: pydantic.ValidationError) -> dict[str, Any]:
@@ -259,9 +287,7 @@ def error_response(exc: MemstrataError, request: Request) -> Response:
     from starlette.responses import JSONResponse
 
     body = {**error_result(exc), "request_id": request.state.request_id}
-    headers = {}
-    if isinstance(exc, RateLimited):
-        headers["Retry-After"] = str(max(1, round(float(exc.details.get("retry_after", 1)))))
+    headers = retry_after(exc)
     if isinstance(exc, Unauthenticated):
         headers["WWW-Authenticate"] = "Bearer"
     return JSONResponse(body, status_code=status_of(body), headers=headers)
@@ -269,4 +295,5 @@ def error_response(exc: MemstrataError, request: Request) -> Response:
 
 
 __all__ = ["COOKIE", "MAX_JSON_DEPTH", "STATUS", "RateLimiter", "Service", "ServiceConfig",
-           "decode_body", "error_response", "read_body", "status_of", "too_big"]
+           "decode_body", "error_response", "read_body", "rest_run_id", "retry_after",
+           "status_of", "too_big"]

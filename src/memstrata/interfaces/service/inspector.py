@@ -14,9 +14,12 @@ Contract:
 - The scope is chosen with the ``user`` / ``project`` / ``agent`` query parameters, read as
   the ``X-Memstrata-*`` headers are (within what the key allows); links and forms carry
   them on.
-- Sign-in checks the pasted key (:meth:`~.keys.KeyStore.authenticate`) and
-  keeps it in an HttpOnly, SameSite=Strict, Path=/ session cookie; ``/logout`` clears it.
-  A request without a valid key is redirected (303) to ``/`` with the error and its hint.
+- Sign-in checks the pasted key (:meth:`~.keys.KeyStore.authenticate`) and its role (at
+  least :data:`SIGN_IN_ROLE`: a reviewer or an admin; an agent key is refused with a 403
+  sign-in page naming the roles) and keeps it in an HttpOnly, SameSite=Strict, Path=/
+  session cookie; ``/logout`` clears it. A request without a valid key is redirected (303)
+  to ``/`` with the error and its hint; one over its key's rate gets 429 with
+  ``Retry-After``, as the API's.
 - A form action answers 303 back to its page with a flash message (``flash``/``level``
   query parameters: what the operation returned, or its error and hint, signed with the
   session: ``sig``, :func:`form_token`; a message without a valid signature, one a link
@@ -43,10 +46,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
-from ...errors import MemstrataError, Unauthenticated
+from ...errors import AccessDenied, MemstrataError, Unauthenticated
 from ..tools import error_result
 from . import inspector_pages as pages
-from .core import COOKIE, read_body, status_of
+from .core import COOKIE, read_body, retry_after, status_of
+from .keys import ROLES, Role, role_at_least
 from .operations import OPERATIONS_BY_PATH, Call
 
 if TYPE_CHECKING:
@@ -84,6 +88,8 @@ HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 _MAX_FLASH = 600
+#: The least role that signs in to the inspector (its pages are a reviewer's).
+SIGN_IN_ROLE: Role = "reviewer"
 Form = dict[str, list[str]]
 
 
@@ -136,10 +142,11 @@ def _host(netloc: str) -> str:
     return netloc
 
 
-def _html(text: str, status: int = 200) -> Response:
+def _html(text: str, status: int = 200, headers: Mapping[str, str] | None = None
+          ) -> Response:
     from starlette.responses import HTMLResponse
 
-    return HTMLResponse(text, status_code=status, headers=HEADERS)
+    return HTMLResponse(text, status_code=status, headers={**HEADERS, **(headers or {})})
 
 
 def _redirect(url: str) -> Response:
@@ -240,7 +247,7 @@ class Inspector:
             err = error_result(exc)
             frame = pages.Frame(scope_q=_scope_q(request))
             return _html(pages.layout("Not allowed", pages.problem(err), frame),
-                         status_of(err))
+                         status_of(err), retry_after(exc))
 
     async def _run(self, call: Call, path: str,
                    body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -287,9 +294,17 @@ class Inspector:
         form = await self._form(request)
         token = _one(form, "key") or ""
         try:
-            self.service.keys.authenticate(token)
+            key = self.service.keys.authenticate(token)
         except MemstrataError as exc:
             return _html(pages.signin_page(error_result(exc)), 401)
+        if not role_at_least(key.role, SIGN_IN_ROLE):
+            roles = " or ".join(ROLES[ROLES.index(SIGN_IN_ROLE):])
+            refused = AccessDenied(f"the inspector is for people who review memory: it needs a "
+                                   f"{roles} key; this key is {key.role}",
+                                   hint=f"sign in with a {roles} key (`memstrata keys "
+                                        "create --role reviewer`); an agent key works the API "
+                                        "and /mcp")
+            return _html(pages.signin_page(error_result(refused)), 403)
         scope = {k: v for k in ("user", "project") if (v := _one(form, k))}
         response = _redirect(_url("/review", scope))
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
@@ -475,4 +490,4 @@ def inspector_routes(service: Service) -> list[Route]:
     ]
 
 
-__all__ = ["Inspector", "form_token", "inspector_routes"]
+__all__ = ["SIGN_IN_ROLE", "Inspector", "form_token", "inspector_routes"]

@@ -13,11 +13,26 @@ request of the session-less 2026 era is refused with the protocol's "unsupported
 version" error naming the handshake versions (HTTP 400), which an ``auto`` client (the MCP
 SDK's default) answers by falling back to the handshake. Each (session, binding) pair gets
 its own run (:class:`~memstrata.interfaces.mcp_server.MemoryTools`): two sessions never
-share a scratchpad, a session id presented with another key or naming another scope starts
-a different run, never the first one's. A session's runs end, and their scratchpads are
-discarded, when the session ends: the client's ``DELETE``, a request the SDK answers 404
-(the session is gone), or no request in flight for longer than the session manager's idle
-timeout (after which the SDK has closed it), and at shutdown.
+share a scratchpad, and a request naming another scope or task starts a different run,
+never the first one's. ``X-Memstrata-Task`` names the request's default task, as on REST.
+
+Ownership: a session belongs to the API key whose ``initialize`` opened it
+(:class:`SessionActivity` records the key when the response carries the new
+``Mcp-Session-Id``). A request of any other key presenting that id, or presenting an id this
+endpoint never issued, is answered 404 "Session not found", exactly as the SDK answers an
+unknown session, before the SDK sees it: another key can neither use nor end (``DELETE``)
+the session, nor learn that it exists. A session's runs are never reachable from REST
+(their ids are random; a REST run id always starts ``api:<key id>``,
+:func:`.core.rest_run_id`).
+
+A session's runs end, and their scratchpads are discarded, when the session ends: its
+key's ``DELETE``, a request of its key the SDK answers 404 (the session is gone), or no
+request in flight for longer than the session manager's idle timeout (after which the SDK
+has closed it), and at shutdown.
+
+A ``POST`` body is read here, within the server's body limit (413 beyond), before the SDK
+sees the request, so a client that disconnects mid-body ends the request as a client
+disconnect (:data:`.app.CLIENT_GONE`), not as an error of the SDK's transport.
 """
 
 from __future__ import annotations
@@ -53,12 +68,13 @@ class _Session:
     in_flight: int = 0
     last_seen: float = 0.0
     over: bool = False
+    owner: str | None = None
 
 
 class SessionActivity:
-    """Requests in flight and the time of the last one, per MCP session id: when a session
-    is over (its runs may be ended), and which have been idle past ``idle_after`` seconds
-    (None: never)."""
+    """Who opened each MCP session (:meth:`opened`, :meth:`owner`), its requests in flight
+    and the time of the last one: when a session is over (its runs may be ended), and which
+    have been idle past ``idle_after`` seconds (None: never)."""
 
     def __init__(self, idle_after: float | None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -66,6 +82,16 @@ class SessionActivity:
         self._clock = clock
         self._sessions: dict[str, _Session] = {}
         self._swept = clock()
+
+    def opened(self, sid: str, owner: str) -> None:
+        """Session ``sid`` was just issued to ``owner`` (an API key id)."""
+        self._sessions[sid] = _Session(last_seen=self._clock(), owner=owner)
+
+    def owner(self, sid: str) -> str | None:
+        """The key that opened ``sid``; None for an id never issued (or already forgotten:
+        over, or idle past the limit)."""
+        entry = self._sessions.get(sid)
+        return entry.owner if entry is not None else None
 
     def begin(self, sid: str) -> None:
         """A request of session ``sid`` starts."""
@@ -125,7 +151,7 @@ class McpEndpoint:
         if not request.headers.get(_SESSION_HEADER):  # never: the SDK refuses it (400 or 404)
             raise MemstrataError("an MCP request outside a session")
         return Binding(call.scope, actor=call.key.actor, principal=call.principal,
-                       allowed=tools_for(call.key.role), owner=call.key.id)
+                       allowed=tools_for(call.key.role), owner=call.key.id, task=call.task)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -157,8 +183,17 @@ class McpEndpoint:
         scope.setdefault("state", {})[_CALL] = call
         await self._end(self.activity.idle())
         sid = request.headers.get(_SESSION_HEADER)
+        if sid and self.activity.owner(sid) != call.key.id:
+            await _session_not_found()(scope, receive, send)  # another key's, or none
+            return
+        if request.method == "POST":
+            replay = await self._read_body(request)
+            if replay is None:
+                await _too_big(self.service, request)(scope, receive, send)
+                return
+            receive = replay
         if not sid:
-            await self.manager.handle_request(scope, receive, send)
+            await self.manager.handle_request(scope, receive, self._opening(send, call))
             return
         status = [0]
 
@@ -175,6 +210,57 @@ class McpEndpoint:
             if self.activity.end(sid, over=deleted or status[0] == 404):
                 with anyio.CancelScope(shield=True):
                     await self._end([sid])
+
+
+    async def _read_body(self, request: Any) -> Callable[[], Any] | None:
+        """Read the request's body (a disconnect raises ``ClientDisconnect``, which the app
+        logs as the client's); a ``receive`` replaying it to the SDK, or None when it is over
+        the body limit."""
+        from .core import read_body
+
+        raw = await read_body(request, self.service.config.max_body)
+        if raw is None:
+            return None
+        receive = request.receive
+        pending = [True]
+
+        async def replay() -> Any:
+            if pending[0]:
+                pending[0] = False
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()  # after the body: the disconnect, when it comes
+
+        return replay
+
+    def _opening(self, send: Any, call: Call) -> Callable[[MutableMapping[str, Any]], Any]:
+        """``send`` for a request without a session id: a response that issues a session
+        id records the request's key as the session's owner before the client sees it."""
+        async def send_opening(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", []):
+                    if name.lower() == _SESSION_HEADER.encode():
+                        self.activity.opened(value.decode("latin-1"), call.key.id)
+            await send(message)
+
+        return send_opening
+
+
+def _session_not_found() -> Any:
+    """The SDK's answer to an unknown session id (HTTP 404), word for word."""
+    from mcp_types import INVALID_REQUEST
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+        "code": INVALID_REQUEST, "message": "Session not found"}}, status_code=404)
+
+
+def _too_big(service: Service, request: Any) -> Any:
+    from starlette.responses import JSONResponse
+
+    from .core import too_big
+
+    return JSONResponse(too_big(service.config.max_body, request.state.request_id),
+                        status_code=413)
 
 
 def _handshake_versions() -> tuple[str, ...]:
