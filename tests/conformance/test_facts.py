@@ -324,3 +324,30 @@ def test_subject_groups_apply_the_readers_rule(mem: Memory) -> None:
     assert seen == {"lg.wiki"}
     seen = {s for _, s, _ in mem.facts.subject_groups(scope, "lg", principal="rita")}
     assert seen == {"lg.hr", "lg.wiki"}
+
+
+def test_a_program_retires_only_what_its_own_scope_holds(mem: Memory) -> None:
+    """An agent working for alice in a project retires the project's facts it may read only
+    when they are alice's own: a project-wide fact is everyone's in the project (as
+    feedback on it changes nothing); a person, or the operator, retires it."""
+    from memstrata import AccessDenied, ToolDispatcher
+
+    project = Scope(project="docs-site")
+    alice = Scope(user="alice", project="docs-site")
+    shared = mem.facts.propose(project, claim="Docs deploy from main", kind="constraint",
+                               subject="docs", attribute="branch", actor="user",
+                               source="chat:1").record
+    own = mem.facts.propose(alice, claim="Alice drafts the changelog", kind="relationship",
+                            subject="alice", attribute="changelog", actor="user",
+                            source="chat:2").record
+    assert shared is not None and own is not None
+    with pytest.raises(AccessDenied, match="applies beyond"):
+        mem.facts.retire(shared.id, reason="stale", scope=alice, actor="agent")
+    with ToolDispatcher(mem, alice) as tools:
+        refused = tools.dispatch("retire_fact", {"ref": shared.ref, "reason": "stale"})
+        assert refused["type"] == "AccessDenied" and refused["hint"]
+        assert tools.dispatch("retire_fact", {"ref": own.ref, "reason": "done"})[
+            "status"] == "retired"
+    assert mem.facts.get(shared.id).status == "active"
+    assert mem.facts.retire(shared.id, reason="stale", scope=alice, actor="rita"
+                            ).status == "retired"

@@ -411,3 +411,40 @@ def test_keys_are_stored_hashed_and_private_to_their_tenant(served: LiveServer, 
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("INSERT INTO api_keys (tenant, id, secret_hash, role, actor, "
                          "created_at) VALUES ('globex', 'x', 'h', 'admin', 'user', now())")
+
+
+def test_a_key_bound_to_a_user_changes_only_what_that_scope_holds(served: LiveServer) -> None:
+    """A reviewer bound to alice approves, rejects, retires and undoes alice's facts, not a
+    tenant-wide one everyone reads (before: it approved a tenant-wide pending fact, which
+    became current for bob, and retired a tenant-wide fact from under him); a key bound to
+    nobody decides on those. Nothing changes on a refusal."""
+    tenant_wide = Scope(tenant="acme")
+    shared = served.mem.facts.propose(tenant_wide, claim="Deploys freeze on Fridays",
+                                      kind="constraint", subject="deploys",
+                                      attribute="freeze", actor="user", source="chat:1").record
+    waiting = served.mem.facts.propose(tenant_wide, claim="Releases ship on Tuesdays",
+                                       kind="constraint", subject="releases",
+                                       attribute="day", actor="agent", source="chat:2").record
+    own = served.mem.facts.propose(ALICE, claim="Alice reviews the docs releases",
+                                   kind="relationship", subject="alice",
+                                   attribute="reviews", actor="agent", source="chat:3").record
+    assert shared is not None and waiting is not None and own is not None
+    assert waiting.status == "pending_review" and own.status == "pending_review"
+    bound = served.key("acme", role="reviewer", users=["alice"])
+    with served.client(bound) as http:
+        for path, body in (("/v1/review/approve", {"fact_id": waiting.id}),
+                           ("/v1/review/reject", {"fact_id": waiting.id, "reason": "no"}),
+                           ("/v1/facts/retire", {"ref": shared.ref, "reason": "gone"})):
+            res = http.post(path, json=body)
+            assert res.status_code == 403, (path, res.text)
+            assert "bound" in res.json()["error"] and res.json()["hint"]
+        assert http.post("/v1/review/approve",
+                         json={"fact_id": own.id}).json()["status"] == "committed"
+    assert served.mem.facts.get(shared.id, tenant="acme").status == "active"
+    assert served.mem.facts.get(waiting.id, tenant="acme").status == "pending_review"
+    unbound = served.key("acme", role="reviewer")
+    with served.client(unbound, **{"X-Memstrata-User": "alice"}) as http:
+        assert http.post("/v1/review/approve",
+                         json={"fact_id": waiting.id}).json()["status"] == "committed"
+        assert http.post("/v1/facts/retire", json={"ref": shared.ref, "reason": "gone"}
+                         ).status_code == 200

@@ -62,6 +62,7 @@ from ..scoping import (
     hidden_from_writer,
     load_json_list,
     scope_values,
+    shared_beyond,
     writer_of,
 )
 from ..store.base import Database, Row, Tx
@@ -308,7 +309,9 @@ class Facts(FactReads):
                actor: str | None = None) -> Fact:
         """Take a fact out of the current set without replacing it; history keeps it.
         ``actor``: who retires it; a program's (``agent``, ``tool``...:
-        :func:`~memstrata.governance.safety.is_machine`) may not retire an identity fact."""
+        :func:`~memstrata.governance.safety.is_machine`) may not retire an identity fact,
+        nor one that applies beyond the caller's ``scope`` (a project-wide fact seen by one
+        user: :func:`~memstrata.scoping.shared_beyond`)."""
         fact_id = record_id_arg(fact_id, "fact")
         reason = screened_arg(reason, "reason", max_len=2000)
         tenant, sc = self.caller(scope, tenant)
@@ -322,6 +325,12 @@ class Facts(FactReads):
                 raise AccessDenied(f"fact {fact_id} is an identity fact: only a person retires "
                                    "it; nothing changed",
                                    hint="ask your user (memstrata review, or the inspector)")
+            if sc is not None and is_machine(actor) and shared_beyond(fact.scope, sc):
+                # as feedback on it changes nothing: others rely on it
+                raise AccessDenied(f"fact {fact_id} applies beyond {sc} (to {fact.scope}): a "
+                                   "program retires only what its own scope holds; nothing "
+                                   "changed", hint="ask a person (memstrata review, or the "
+                                                   "inspector) to retire a shared fact")
             tx.execute("UPDATE facts SET status = 'retired', valid_to = ?, reason = ? "
                        "WHERE tenant = ? AND id = ?", (now, reason, tenant, fact.id))
             return self._read(tx, tenant, fact.id)

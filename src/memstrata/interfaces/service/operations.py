@@ -24,8 +24,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ...arguments import ToolArgs
-from ...errors import NotFound, ValidationError
+from ...errors import AccessDenied, NotFound, ValidationError
 from ...models import Fact, Scope
+from ...scoping import shared_beyond
 from ..tools import TOOLS, TOOLS_BY_NAME, ToolDispatcher, forget_result, write_receipt
 from . import requests as rq
 from .keys import ApiKey, KeyStore, Role, role_at_least
@@ -157,13 +158,28 @@ def _review_list(c: Call, a: rq.ReviewListArgs) -> dict[str, Any]:
     return {"items": items, "count": len(items)}
 
 
+def _own(c: Call, fact_id: str) -> str:
+    """The fact's id, once a key bound to users, projects or agents is known to change only
+    what its scope holds: a fact that applies beyond it (a tenant-wide one, seen by a
+    reviewer bound to alice) is everyone's, and its review is an unbound key's."""
+    fid = _fact_id(fact_id)
+    if c.key.bound:
+        fact = c.mem.facts.get(fid, c.scope, principal=c.principal)
+        if shared_beyond(fact.scope, c.scope):
+            raise AccessDenied(f"fact {fid} applies beyond {c.scope} (to {fact.scope}), and "
+                               "this key is bound to users, projects or agents; nothing "
+                               "changed", hint="a key not bound to users or projects (or the "
+                                               "operator's CLI) decides on shared facts")
+    return fid
+
+
 def _review_approve(c: Call, a: rq.ReviewApproveArgs) -> dict[str, Any]:
-    return write_receipt(c.mem.review.approve(_fact_id(a.fact_id), by=c.person, claim=a.claim,
+    return write_receipt(c.mem.review.approve(_own(c, a.fact_id), by=c.person, claim=a.claim,
                                               scope=c.scope, principal=c.principal))
 
 
 def _review_reject(c: Call, a: rq.ReviewRejectArgs) -> dict[str, Any]:
-    fact = c.mem.review.reject(_fact_id(a.fact_id), reason=a.reason, by=c.person,
+    fact = c.mem.review.reject(_own(c, a.fact_id), reason=a.reason, by=c.person,
                                scope=c.scope, principal=c.principal)
     return {"rejected": fact.ref, "status": fact.status}
 
@@ -174,7 +190,7 @@ def _history(c: Call, a: rq.FactHistoryArgs) -> dict[str, Any]:
 
 
 def _undo(c: Call, a: rq.UndoSupersedeArgs) -> dict[str, Any]:
-    fid = _fact_id(a.fact_id)
+    fid = _own(c, a.fact_id)
     restored = c.mem.facts.undo_supersede(fid, reason=f"{a.reason} (by {c.person})",
                                           scope=c.scope, principal=c.principal)
     return {"restored": restored.ref, "status": restored.status, "undone": f"fact:{fid}"}
@@ -268,6 +284,8 @@ def _tool_operation(name: str) -> Endpoint:
     tool = TOOLS_BY_NAME[name]
 
     def run(c: Call, a: Any) -> dict[str, Any]:
+        if name == "retire_fact":  # a change of one fact: within the key's bounds
+            _own(c, a.ref)
         return tool.handler(c.dispatcher, a)
 
     return Endpoint(name=name, path=f"/v1/{TOOL_PATHS[name]}", summary=tool.description,
