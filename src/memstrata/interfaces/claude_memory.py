@@ -190,7 +190,7 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         return name
 
     def _render(self) -> dict[str, str]:
-        return collect(self.mem, self.scope).render()
+        return collect(self.mem, self.scope, marked=True).render()
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         try:

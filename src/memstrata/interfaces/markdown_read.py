@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models import FACT_KINDS
+from ..retrieval.context import unshown
 from .markdown import (
     _HEADERS,
     _LISTS,
@@ -329,7 +330,7 @@ def parse_working_dated(text: str, issues: list[Issue], file: str = WORKING
                     (facts if section == "facts" else pending).append(entry)
             elif section == "task" and task is not None:
                 if list_field is not None:
-                    task.fields[list_field].append(ln[2:].strip())
+                    task.fields[list_field].append(unshown(ln[2:].strip()))
                     continue
                 label, sep, value = ln[2:].partition(": ")
                 if label.strip().lower() == "updated" and sep:
@@ -348,8 +349,8 @@ def parse_working_dated(text: str, issues: list[Issue], file: str = WORKING
                 elif name in task.fields:
                     issues.append(Issue(file, n, f"{label} given twice (one current value "
                                                  "per field)"))
-                else:
-                    task.fields[name] = value.strip()
+                else:  # a model's marked view written back keeps the value, not the mark
+                    task.fields[name] = unshown(value.strip())
             else:
                 issues.append(Issue(file, n, "entry outside a known section"))
         elif not ln.startswith("#"):

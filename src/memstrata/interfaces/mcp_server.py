@@ -243,7 +243,7 @@ def build_server(mem: Memory, scope: Scope | dict[str, Any], *, task: str | None
     def read_file(b: Binding, name: str) -> str:
         from .memory_files import collect
 
-        return collect(mem, b.scope, principal=b.principal).render()[files[name]]
+        return collect(mem, b.scope, principal=b.principal, marked=True).render()[files[name]]
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         b = tools.binding(ctx)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, ValidationError
 from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
+from ..retrieval.context import shown
 from .markdown import (
     _LISTS,
     APPROX_FLAG,
@@ -75,9 +76,13 @@ def _fact_entry(f: Any, *, dated: bool = True) -> FactEntry:
                      since=since.date().isoformat() if since else None)
 
 
-def collect(mem: Memory, scope: Scope | dict[str, Any], *, principal: str | None = None
-            ) -> MemoryFiles:
-    """The scope's memory as file entries (exactly this scope, readable by the principal)."""
+def collect(mem: Memory, scope: Scope | dict[str, Any], *, principal: str | None = None,
+            marked: bool = False) -> MemoryFiles:
+    """The scope's memory as file entries (exactly this scope, readable by the principal).
+    ``marked``: for a model's view (the MCP resources, the Claude memory tool), a task's
+    value that reads as an instruction to the agent carries the context's
+    :data:`~memstrata.retrieval.context.QUARANTINED` marker; reading a file back
+    (:func:`~memstrata.interfaces.markdown_read.parse_working`) drops it."""
     scope = make_scope(scope)
     current = [f for f in mem.facts.current(scope, limit=100_000, principal=principal)
                if f.scope == scope]
@@ -92,8 +97,13 @@ def collect(mem: Memory, scope: Scope | dict[str, Any], *, principal: str | None
     for task in mem.checkpoints.tasks(scope):
         cp = mem.checkpoints.current(scope, task)
         if cp is not None:
+            fields = {name: getattr(cp, name) for name in CHECKPOINT_FIELDS}
+            if marked:
+                fields = {name: ([shown(x) for x in value] if isinstance(value, list) else
+                                 shown(value) if isinstance(value, str) else value)
+                          for name, value in fields.items()}
             files.tasks.append(TaskEntry(
-                task=task, fields={name: getattr(cp, name) for name in CHECKPOINT_FIELDS},
+                task=task, fields=fields,
                 updated=cp.updated_at.date().isoformat() if cp.updated_at else None,
                 version=cp.version))
     episodes = mem.episodes.log(scope, principal=principal)
