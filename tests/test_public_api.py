@@ -201,3 +201,20 @@ def test_every_public_model_refuses_a_bad_field_with_memstratas_error() -> None:
     with pytest.raises(memstrata.ValidationError, match="actor"):
         prov.actor = "robot"  # type: ignore[assignment]
     assert prov.actor == "user"
+
+
+def test_a_bad_field_of_a_nested_model_is_named_by_its_path_once() -> None:
+    """A model inside another (a procedure's case, its expectation) that refuses a field is
+    reported as one problem with its whole path and one hint, not as the inner error's text
+    (with its hint) inside the outer one's."""
+    import pytest
+
+    import memstrata
+
+    with pytest.raises(memstrata.ValidationError) as refused:
+        memstrata.Procedure(name="deploy", owner="alice",
+                            steps=[{"name": "build", "text": "build it"}],
+                            cases=[{"expect": {"next": "deploy"}}])
+    err = refused.value
+    assert err.details["problems"] == ["cases.0.expect.next: Extra inputs are not permitted"]
+    assert str(err).count("nothing was stored") == 1

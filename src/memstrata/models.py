@@ -438,7 +438,14 @@ def refused(model: type[BaseModel], exc: pydantic.ValidationError) -> Validation
     problems, locs = [], []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or model.__name__
-        msg = str(err["msg"]).removeprefix("Value error, ")
+        inner = (err.get("ctx") or {}).get("error")
+        nested = inner.details.get("problems") if isinstance(inner, ValidationError) else None
+        if nested:  # a model inside this one refused: its fields, under this one's
+            problems += [f"{loc}.{problem}" for problem in nested]
+            locs += [f"{loc}.{problem.split(':', 1)[0]}" for problem in nested]
+            continue
+        msg = inner.message if isinstance(inner, ValidationError) else \
+            str(err["msg"]).removeprefix("Value error, ")
         problems.append(f"{loc}: {msg}")
         locs.append(loc)
     return ValidationError(

@@ -38,3 +38,37 @@ def test_context_order_budget_and_manifest(mem: Memory, alice: Scope,
     assert "Alice leads the docs team" in small.text            # identity always enters
     left_out = [m for m in small.manifest if not m.included]
     assert left_out and all("budget" in m.reason for m in left_out)
+
+
+def test_the_context_stays_within_its_budget_headings_and_all(mem: Memory) -> None:
+    """The text's tokens stay within ``budget_tokens``: section headings count, a long
+    query's heading repeats only its start, and a checkpoint larger than what is left
+    enters cut, saying where the whole one is (before: 673 tokens for a budget of 100, and
+    a 300,000-token checkpoint entered a 2,000-token context "in full")."""
+    from memstrata.tokens import count_tokens
+
+    s = Scope(user="alice", project="docs")
+    for i in range(30):
+        mem.facts.propose(s, claim=f"Service {i} listens on port {8000 + i}",
+                          kind="system_fact", subject=f"svc{i}", attribute="port",
+                          actor="user", source="chat:1")
+    for budget in (20, 50, 120, 400):
+        ctx = mem.context(s, budget_tokens=budget)
+        assert ctx.tokens == count_tokens(ctx.text) <= budget, (budget, ctx.tokens)
+        assert ctx.included() or budget < 60  # a fact line is about 50 tokens
+    mem.episodes.append(s, text="Deploy preview failed: stale build cache on port 8080",
+                        event="deploy_failed", actor="tool", source="ci:run/812")
+    query = "why did the deploy preview fail " + " ".join(f"cache{i}" for i in range(300))
+    ctx = mem.context(s, query=query[:3990], budget_tokens=100)
+    assert ctx.tokens <= 100 and query[:3990] not in ctx.text
+    plan = [f"step {i}: " + "migrate the table and check the rows " * 30 for i in range(200)]
+    mem.checkpoints.save(s, "big", objective="Move the billing tables", plan=plan,
+                         next_action="rehearse the cutover")
+    ctx = mem.context(s, task="big", budget_tokens=2000)
+    assert ctx.tokens <= 2000
+    entry = next(m for m in ctx.manifest if m.layer == "checkpoint")
+    assert entry.included and "cut to fit the budget" in entry.reason
+    assert "## Current task: big" in ctx.text and "get_current_task" in ctx.text
+    small = mem.context(s, task="big", budget_tokens=400_000)
+    assert "rehearse the cutover" in small.text and next(
+        m for m in small.manifest if m.layer == "checkpoint").reason.endswith("loaded in full")

@@ -375,3 +375,18 @@ def test_cli_add_activate_refused_next_diff_rollback(tmp_path: Path) -> None:
     assert '"action": "refused"' in hist.output
     missing = run("procedures", "show", "nope")
     assert missing.exit_code == 1 and "NotFound" in missing.output
+
+
+def test_a_key_given_twice_in_a_procedure_file_is_refused(tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys: a second ``cases:`` silently dropped the first
+    one's failing case, and the version activated. A key given twice is a ValidationError
+    naming it, from a file and from text alike."""
+    text = ("name: deploy\nowner: alice\nsteps:\n  - name: build\n    text: build it\n"
+            "cases:\n  - expect: {next_step: deploy}\ncases:\n  - expect: {next_step: build}\n")
+    path = tmp_path / "deploy.yaml"
+    path.write_text(text)
+    for source in (path, text):
+        with pytest.raises(ValidationError, match="'cases' is given twice"):
+            load_procedure(source)
+    assert load_procedure(text.replace("cases:\n  - expect: {next_step: deploy}\n", "")).name == \
+        "deploy"

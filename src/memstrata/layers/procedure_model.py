@@ -398,13 +398,35 @@ def load_procedure(source: str | Path | Mapping[str, Any]) -> Procedure:
             raise ValidationError(f"procedure YAML is {len(text):,} characters, over "
                                   f"{MAX_PROCEDURE_TEXT:,}", hint="split it into procedures")
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_UniqueKeys)  # a SafeLoader: no arbitrary objects
         # ValueError: a bad date, e.g. 2026-13-45; RecursionError: absurd nesting
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
-            raise ValidationError(f"procedure YAML does not parse: {exc}") from None
+            raise ValidationError(f"procedure YAML does not parse: {exc}",
+                                  hint="fix the line the message names; nothing was "
+                                       "stored") from None
     if not isinstance(data, dict):
         raise ValidationError("a procedure must be a YAML mapping with name, steps, cases...")
     return build(Procedure, **data)
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the
+    last: a second ``cases:`` silently dropped the first one's failing case)."""
+
+
+def _unique_mapping(loader: _UniqueKeys, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "in a mapping", node.start_mark, f"the key {key!r} is given twice",
+                key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
 def dump_procedure(proc: Procedure) -> str:

@@ -144,11 +144,72 @@ def checkpoint_text(cp: Checkpoint, *, superseded: bool = False) -> str:
     return "\n".join(lines)
 
 
+#: The most characters of a query that the heading of its recalled items repeats.
+QUERY_HEADING = 80
+
+
+def _fitted(text: str, room: int, where: str) -> tuple[str, bool]:
+    """``text`` whole when its lines fit ``room`` tokens, else its first lines that fit and
+    a last one saying how many were left and where the whole is (``where``)."""
+    if count_tokens(text) <= room:
+        return text, False
+    lines = text.split("\n")
+    kept: list[str] = []
+    for n, line in enumerate(lines):
+        note = f"- ... {len(lines) - n} more lines left out to fit the budget: {where}"
+        if count_tokens("\n".join([*kept, line, note])) > room:
+            return "\n".join([*kept, note]), True
+        kept.append(line)
+    return text, False
+
+
+class _Budget:
+    """The parts of a context and their manifest, counted against the budget as the joined
+    text counts: every line with the newline that ends it, a section's heading with its
+    first item (a section left empty has none)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.parts: list[tuple[str, bool]] = []  # (text, may be dropped)
+        self.manifest: list[ManifestEntry] = []
+        self.used = 0
+        self._heading: str | None = None
+
+    def section(self, heading: str | None) -> None:
+        """The heading of the items that follow (written with the first that enters)."""
+        self._heading = heading
+
+    def add(self, text: str, ref: str, layer: str, reason: str, *,
+            always: bool = False) -> bool:
+        heading = [self._heading] if self._heading is not None else []
+        n = count_tokens("\n".join([*heading, text]) + "\n")
+        if not always and self.used + n > self.budget:
+            self.manifest.append(ManifestEntry(
+                ref=ref, layer=layer, included=False, tokens=count_tokens(text),
+                reason=f"left out: over the budget of {self.budget} tokens"))
+            return False
+        self.parts += [(h, not always) for h in heading] + [(text, not always)]
+        self._heading = None
+        self.used += n
+        if always and self.used > self.budget:
+            reason += f" (over the budget of {self.budget} tokens: it always enters)"
+        self.manifest.append(ManifestEntry(ref=ref, layer=layer, included=True,
+                                           reason=reason, tokens=count_tokens(text)))
+        return True
+
+    def text(self) -> str:
+        return "\n".join(text for text, _ in self.parts)
+
+
 def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
              scope: Scope | dict[str, Any], *, task: str | None = None,
              query: str | None = None, budget_tokens: int = 2000, facts_limit: int = 40,
              principal: str | None = None, decision: str = "planning") -> Context:
-    """Assemble a session's starting context (see the module docstring)."""
+    """Assemble a session's starting context (see the module docstring). The text's tokens
+    stay within ``budget_tokens`` unless the identity facts alone exceed it: a checkpoint
+    larger than what is left enters cut to fit (the manifest says so, and where the whole
+    one is), section headings count, and a query's heading repeats at most
+    :data:`QUERY_HEADING` of its characters."""
     scope = make_scope(scope)
     if query is not None:  # as recall takes it: "" is no query given, but a bad one
         query = text_arg(query, "query", max_len=4000,
@@ -156,72 +217,60 @@ def assemble(facts: Facts, checkpoints: Checkpoints, gate: Gate, clock: Clock,
     budget_tokens = int_arg(budget_tokens, "budget_tokens", low=1)
     facts_cap = int_arg(facts_limit, "facts_limit", low=0, high=10_000)
     now = clock.now()
-    manifest: list[ManifestEntry] = []
-    parts: list[str] = []
-    used = 0
-
-    def add(text: str, ref: str, layer: str, reason: str, *, always: bool = False) -> bool:
-        nonlocal used
-        n = count_tokens(text)
-        if not always and used + n > budget_tokens:
-            manifest.append(ManifestEntry(ref=ref, layer=layer, included=False,
-                                          reason=f"left out: over the budget of "
-                                                 f"{budget_tokens} tokens", tokens=n))
-            return False
-        parts.append(text)
-        used += n
-        manifest.append(ManifestEntry(ref=ref, layer=layer, included=True, reason=reason,
-                                      tokens=n))
-        return True
+    out = _Budget(budget_tokens)
 
     current = facts.current(scope, limit=facts_cap + 100, principal=principal)
     identity = [f for f in current if f.tier == "identity"]
     others = [f for f in current if f.tier != "identity"]
-    if identity:
-        parts.append("## Identity (always applies)")
-        for f in identity:
-            add(_fact_line(f, now), f.ref, "identity", "identity fact: loaded in full, first",
+    out.section("## Identity (always applies)")
+    for f in identity:
+        out.add(_fact_line(f, now), f.ref, "identity", "identity fact: loaded in full, first",
                 always=True)
     if task is not None:
         cp = checkpoints.current(scope, task)
         if cp is not None and cp.status == "closed":
-            manifest.append(ManifestEntry(ref=cp.ref, layer="checkpoint", included=False,
-                                          reason=f"task {task!r} was closed"
-                                                 + (f": {cp.outcome}" if cp.outcome else ""),
-                                          tokens=0))
+            out.manifest.append(ManifestEntry(ref=cp.ref, layer="checkpoint", included=False,
+                                              reason=f"task {task!r} was closed"
+                                              + (f": {cp.outcome}" if cp.outcome else ""),
+                                              tokens=0))
         elif cp is not None:
-            add(checkpoint_text(cp), cp.ref, "checkpoint",
-                f"current checkpoint of task {task!r}: loaded in full", always=True)
-        else:
-            manifest.append(ManifestEntry(ref=f"checkpoint:{task}", layer="checkpoint",
-                                          included=False, reason="no checkpoint saved yet",
-                                          tokens=0))
+            whole = checkpoint_text(cp)
+            text, cut = _fitted(whole, max(out.budget - out.used - 1, 0),
+                                f"get_current_task, or the resource memstrata://task/{task}")
+            out.section(None)
+            out.add(text, cp.ref, "checkpoint",
+                    f"current checkpoint of task {task!r}: " + (
+                        f"cut to fit the budget ({count_tokens(text)} of "
+                        f"{count_tokens(whole)} tokens)" if cut else "loaded in full"),
+                    always=True)
     if others:
-        parts.append("## Known facts (current)")
+        out.section("## Known facts (current)")
         for i, f in enumerate(others):
             if i >= facts_cap:
-                manifest.append(ManifestEntry(ref=f.ref, layer="facts", included=False,
-                                              reason=f"left out: facts cap of {facts_cap}",
-                                              tokens=0))
+                out.manifest.append(ManifestEntry(ref=f.ref, layer="facts", included=False,
+                                                  reason=f"left out: facts cap of {facts_cap}",
+                                                  tokens=0))
                 continue
-            add(_fact_line(f, now, scope), f.ref, "facts", f"current {f.kind} fact in scope")
+            out.add(_fact_line(f, now, scope), f.ref, "facts", f"current {f.kind} fact in scope")
     if query:
-        shown = {m.ref for m in manifest if m.included}
+        shown_refs = {m.ref for m in out.manifest if m.included}
         found = gate.recall(scope, query, decision=decision, k=8,
-                           budget_tokens=max(1, budget_tokens - used), principal=principal)
-        lines = [h for h in found.items if h.ref not in shown]
-        if lines:
-            parts.append(f"## Relevant memory for: {query}")
-        for h in lines:
-            add(_hit_line(h, scope), h.ref, h.layer,
-                f"recalled for the query (score {h.score:.2f})")
+                           budget_tokens=max(1, budget_tokens - out.used), principal=principal)
+        heading = " ".join(query.split())
+        if len(heading) > QUERY_HEADING:
+            heading = heading[:QUERY_HEADING - 1].rstrip() + "…"
+        out.section(f"## Relevant memory for: {heading}")
+        for h in found.items:
+            if h.ref not in shown_refs:
+                out.add(_hit_line(h, scope), h.ref, h.layer,
+                        f"recalled for the query (score {h.score:.2f})")
         if not found.items:
-            manifest.append(ManifestEntry(ref="recall", layer="recall", included=False,
-                                          reason=f"recall returned nothing: "
-                                                 f"{found.empty_reason}", tokens=0))
-    text = "\n".join(parts)
+            out.manifest.append(ManifestEntry(ref="recall", layer="recall", included=False,
+                                              reason=f"recall returned nothing: "
+                                                     f"{found.empty_reason}", tokens=0))
+    text = out.text()
     return Context(text=text, tokens=count_tokens(text) if text else 0,
-                   budget_tokens=budget_tokens, manifest=manifest)
+                   budget_tokens=budget_tokens, manifest=out.manifest)
 
 
 __all__ = ["QUARANTINED", "assemble", "checkpoint_text", "quarantined_fields", "shown",
