@@ -18,7 +18,7 @@ from memstrata.errors import PolicyRejected, ValidationError
 
 pytest.importorskip("langgraph")
 
-from langgraph.store.base import BaseStore, Item
+from langgraph.store.base import BaseStore, Item, PutOp
 from langgraph.store.memory import InMemoryStore
 
 from memstrata.interfaces.langgraph_store import MemstrataStore
@@ -238,7 +238,7 @@ def test_delete_with_forget_erases_every_version(mem: Memory, store: StoreProbe)
 
 
 def test_async_batch_and_methods(mem: Memory) -> None:
-    from langgraph.store.base import GetOp, PutOp, SearchOp
+    from langgraph.store.base import GetOp, SearchOp
 
     lg = MemstrataStore(mem)
 
@@ -447,3 +447,26 @@ def test_user_ids_langgraph_takes_name_users_of_their_own(mem: Memory) -> None:
     # the id, a MongoDB ObjectId, for the key's value, and refused every put of the user)
     lg.put(("alice", "prefs"), "theme", {"key": "theme", "owner": "5f7c8ec7c33c6c004bbafe82"})
     assert lg.get(("alice", "prefs"), "theme") is not None
+
+
+def test_an_equal_last_put_and_a_crowded_namespace_still_withdraw_waiting_puts(
+        mem: Memory) -> None:
+    """The application's put of the value already current withdraws a model's put waiting
+    for it (it returned early, and approving the model's put overwrote the last one); and
+    a delete withdraws its item's waiting put however many others wait in the namespace
+    (only the newest 200 were looked at)."""
+    app, model = MemstrataStore(mem), MemstrataStore(mem, actor="agent")
+    ns = ("alice", "prefs")
+    app.put(ns, "drink", {"content": "Alice drinks tea"})
+    model.put(ns, "drink", {"content": "Alice drinks coffee"})  # waits for review
+    app.put(ns, "drink", {"content": "Alice drinks tea"})
+    assert mem.review.pending(Scope(user="alice")) == []
+    crowd = ("alice", "notes")
+    model.put(crowd, "k0", {"content": "note 0"})
+    model.batch([PutOp(crowd, f"k{i}", {"content": f"note {i}"}) for i in range(1, 205)])
+    app.delete(crowd, "k0")
+    for fact in mem.review.pending(Scope(user="alice"), limit=1000):
+        mem.review.approve(fact.id, by="rita")
+    assert app.get(crowd, "k0") is None and app.get(crowd, "k204") is not None
+    got = app.get(ns, "drink")
+    assert got is not None and got.value == {"content": "Alice drinks tea"}

@@ -432,6 +432,8 @@ class MemstrataStore(BaseStore):
                 old.get("indexed", True) == indexed:
             assert current is not None
             self._refresh(scope, [(current, old)], True)
+            # the value stays the current one: a put of another still waiting is withdrawn
+            self._withdraw(scope, namespace, key, keep=None, why="replaced by a later put")
             return
         try:  # the one serialisation of the item, which is also its JSON check
             evidence = json.dumps(env, ensure_ascii=False, sort_keys=True)
@@ -488,10 +490,10 @@ class MemstrataStore(BaseStore):
         """Withdraw the item's puts that wait for review (but ``keep``): the application's
         store withdraws every one, a model's store (an untrusted ``actor``) its own."""
         own = self.mem.policy.is_untrusted(self.actor)
-        for waiting in self.mem.facts.list(scope, status="pending_review",
-                                           subject=_subject(namespace)):
-            if waiting.attribute != _label(key) or waiting.id == keep or (
-                    own and waiting.provenance.actor != self.actor):
+        for waiting in self.mem.facts.in_namespace(scope, _subject(namespace),
+                                                   attribute=_label(key), limit=100_000,
+                                                   status="pending_review"):
+            if waiting.id == keep or (own and waiting.provenance.actor != self.actor):
                 continue
             self.mem.review.reject(waiting.id, scope=scope,
                                    reason=f"withdrawn: {why} through the LangGraph store "

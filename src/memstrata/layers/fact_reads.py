@@ -182,16 +182,17 @@ class FactReads:
 
     def in_namespace(self, scope: Scope | dict[str, Any], subject: str, *,
                      attribute: str | None = None, deeper: bool = False,
-                     principal: str | None = None,
-                     limit: int = 5000) -> builtins.list[Fact]:
-        """Active, unexpired facts of exactly ``scope`` (readers apply) whose subject is
-        ``subject`` (with ``deeper``: or starts with ``subject + "."``), of one
-        ``attribute`` if given, newest first: the reads of a key-value view of facts (the
-        LangGraph store)."""
+                     principal: str | None = None, limit: int = 5000,
+                     status: str = "active") -> builtins.list[Fact]:
+        """Unexpired facts of one ``status`` (default active) of exactly ``scope`` (readers
+        apply) whose subject is ``subject`` (with ``deeper``: or starts with ``subject +
+        "."``), of one ``attribute`` if given, newest first: the reads of a key-value view
+        of facts (the LangGraph store)."""
         scope = make_scope(scope)
         subject = text_arg(subject, "subject", max_len=200)
         limit = int_arg(limit, "limit", low=0, high=100_000)
-        where, params = self.filter_sql(scope, principal)
+        status = choice_arg(status, "status", FACT_STATUSES)
+        where, params = self.filter_sql(scope, principal, statuses=(status,))
         where += " AND r.scope_key = ?"
         params.append(scope.key)
         if deeper:
