@@ -10,8 +10,9 @@ Contract:
   demotes it, and repeated contradiction retires it. Only the fact's own scope (or the
   operator, without a scope) has that effect: on a fact shared beyond the caller's scope
   (:func:`~memstrata.scoping.shared_beyond`: a project-wide fact seen by one user) the
-  signal is recorded and changes nothing, so one user's agent cannot demote or retire
-  what others rely on (retiring it is a reviewer's act).
+  signal is recorded (as ``<signal>:shared``) and changes nothing, now or later: it never
+  counts toward the contradictions that retire the fact, so one user's agents cannot
+  demote or retire what others rely on (retiring it is a reviewer's act).
 - ``forget_refs`` deletes the feedback of forgotten records; ``forget_rows`` deletes the
   feedback on the scope's records whose note contains a forgotten text.
 """
@@ -34,6 +35,9 @@ from .facts import Facts
 from .selector import Selector
 
 SIGNALS = ("useful", "contradicted", "superseded", "ignored")
+#: Stored after the signal of feedback on a fact shared beyond the caller's scope: kept
+#: for people to read, and never counted toward retiring the fact.
+SHARED = ":shared"
 
 
 class Feedback:
@@ -75,10 +79,12 @@ class Feedback:
                 self._episodes.get(ident, sc, principal=principal, tenant=tenant)
                 fact = None
             ref = f"{layer}:{ident}"
+            applies = fact is None or sc is None or not shared_beyond(fact.scope, sc)
             tx.execute("INSERT INTO feedback (tenant, ref, signal, note, created_at) "
-                       "VALUES (?, ?, ?, ?, ?)", (tenant, ref, signal, note, now))
+                       "VALUES (?, ?, ?, ?, ?)",
+                       (tenant, ref, signal if applies else signal + SHARED, note, now))
             action = "recorded"
-            if fact is not None and (sc is None or not shared_beyond(fact.scope, sc)):
+            if fact is not None and applies:
                 row = tx.one("SELECT count(*) AS n FROM feedback WHERE tenant = ? AND ref = ? "
                              "AND signal = 'contradicted'", (tenant, ref))
                 action = self._facts.apply_feedback(
