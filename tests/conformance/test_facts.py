@@ -351,3 +351,17 @@ def test_a_program_retires_only_what_its_own_scope_holds(mem: Memory) -> None:
     assert mem.facts.get(shared.id).status == "active"
     assert mem.facts.retire(shared.id, reason="stale", scope=alice, actor="rita"
                             ).status == "retired"
+
+
+def test_retire_refuses_an_actor_that_is_no_name(mem: Memory) -> None:
+    """The fuzz found facts.retire(actor=nan) raising AttributeError once the shared-beyond
+    rule read the actor for every fact: the actor is checked first, a typed error."""
+    from memstrata import ValidationError
+
+    fid = mem.facts.propose(Scope(user="alice"), claim="Alice prefers tea", kind="preference",
+                            subject="alice", attribute="drink", actor="user",
+                            source="chat:1").record.id
+    for bad in (float("nan"), 3, ["agent"], ""):
+        with pytest.raises(ValidationError):
+            mem.facts.retire(fid, reason="stale", scope=Scope(user="alice"), actor=bad)
+    assert mem.facts.get(fid).status == "active"

@@ -53,7 +53,7 @@ from ..errors import AccessDenied, Conflict, ValidationError
 from ..governance.policy import Candidate, Verdict, WritePolicy
 from ..governance.safety import is_machine, screened_arg
 from ..ids import new_id
-from ..inputs import date_arg, name_arg, record_id_arg
+from ..inputs import MAX_NAME, date_arg, name_arg, record_id_arg, text_arg
 from ..models import DEFAULT_CONFIDENCE, Fact, Scope, WriteResult, build, make_scope
 from ..scoping import (
     SCOPE_COLUMNS,
@@ -314,6 +314,9 @@ class Facts(FactReads):
         user: :func:`~memstrata.scoping.shared_beyond`)."""
         fact_id = record_id_arg(fact_id, "fact")
         reason = screened_arg(reason, "reason", max_len=2000)
+        if actor is not None:
+            actor = text_arg(actor, "actor", max_len=MAX_NAME,
+                             hint="who retires it: a person's name, or agent, tool...")
         tenant, sc = self.caller(scope, tenant)
         now = self._clock.now()
         with self._db.transaction(tenant) as tx:
@@ -507,5 +510,18 @@ class Facts(FactReads):
         """(id, embed text) of every fact of the tenant, for a reindex."""
         return [(r["id"], self.embed_text(r["claim"])) for r in tx.all(
             "SELECT id, claim FROM facts WHERE tenant = ? ORDER BY id", (tenant,))]
+
+    def hold_stored(self, tx: Tx, tenant: str, ids: Sequence[str]) -> dict[str, str]:
+        """Of these facts, those still stored, each with the text its vector is made from
+        now (:meth:`embed_text`): for a reindex's batch, read in its write transaction (on
+        PostgreSQL the read takes the tenant lock a forget holds). A reviewer's edit
+        rewrites a claim in place, so a vector made from the claim listed earlier may no
+        longer be this fact's (:func:`memstrata.layers.indexing.reindex` compares)."""
+        found: dict[str, str] = {}
+        for chunk in chunks(list(ids)):
+            found.update((r["id"], self.embed_text(r["claim"])) for r in tx.all(
+                f"SELECT id, claim FROM facts WHERE tenant = ? AND id IN ({marks(chunk)})",
+                (tenant, *chunk)))
+        return found
 
 __all__ = ["COLUMNS", "DEDUP_MODES", "RETIRE_AFTER_CONTRADICTIONS", "Facts", "fact_from_row"]
