@@ -56,7 +56,9 @@ def test_corpus_is_large_and_varied() -> None:
     assert len(data["secrets"]) >= 80
     assert len(secret_types) >= 18
     assert len(data["harmless"]) >= 80
-    assert {p["detector"] for p in data["pii"]} == {"email", "phone", "payment_card", "iban"}
+    assert {p["detector"] for p in data["pii"]} == {"email", "phone", "payment_card", "iban",
+                                                    "us_ssn", "passport_number",
+                                                    "date_of_birth"}
     assert len(data["not_pii"]) >= 20
     ids = [x["id"] for section in data.values() for x in section]
     assert len(ids) == len(set(ids))
@@ -296,3 +298,59 @@ def test_a_quoted_key_takes_its_own_value_not_a_later_entrys() -> None:
     assert not scan("{'token': 'short', 'owner': '9fQ2kLm9PzR4tW7vYb3NxQ8a'}").secrets
     assert scan('{"token": "9fQ2kLm9PzR4tW7vYb3NxQ8a", "x": 1}').has_secret
     assert scan("my key is 9fQ2kLm9PzR4tW7vYb3NxQ8a ok").has_secret
+    # the value is the whole string after the colon, or the object it opens
+    for text in ('{"token": {"value": "Zq8vN3xK7pR2mW9tL4bY6cH1"}}',
+                 '{"secret": "the new one is Zq8vN3xK7pR2mW9tL4bY6cH1"}',
+                 '{"token" : "  Zq8vN3xK7pR2mW9tL4bY6cH1"}',
+                 '{"credentials": "alice Zq8vN3xK7pR2mW9tL4bY6cH1"}'):
+        assert scan(text).has_secret, text
+
+
+def test_ssn_validity_rules() -> None:
+    """The SSA never issues area 000, 666 or 900-999, group 00 or serial 0000: those
+    numbers in the SSN shape are not one (a test value, a part number)."""
+    from memstrata.governance.pii_locators import ssn_valid
+
+    assert ssn_valid("532714829") and ssn_valid("078112233")
+    for bad in ("000714829", "666714829", "912714829", "532004829", "532710000", "53271482"):
+        assert not ssn_valid(bad), bad
+    assert scan("my SSN is 532-71-4829").detectors() == ["us_ssn"]
+    assert not scan("test value 900-71-4829").findings
+    assert scan("SSN 532714829").detectors() == ["us_ssn"]
+    assert not scan("phone 532714829").findings  # nine bare digits need the words
+
+
+def test_personal_numbers_make_a_fact_restricted_and_pending(tmp_path: Path) -> None:
+    """DESIGN §5.3 for the new kinds of personal data: an SSN, a passport number or a date
+    of birth in a claim marks it restricted and sends it to review; it is not in the
+    session context."""
+    mem = Memory.open(tmp_path / "m.db", embedder=None)
+    scope = Scope(user="alice", project="docs")
+    try:
+        for n, claim in enumerate(["Alice's social security number is 532714829",
+                                   "Alice's passport number is C01X00T47",
+                                   "Alice was born on 14 March 1987"]):
+            res = mem.facts.propose(scope, claim=claim, kind="profile", subject="alice",
+                                    attribute=f"personal_{n}", actor="user", source="chat:1")
+            assert res.status == "pending" and res.record is not None, (claim, res.reason)
+            assert res.record.sensitivity == "restricted", claim
+            assert any(d.startswith("pii:") for d in res.detectors), res.detectors
+        text = mem.context(scope).text
+        assert "532714829" not in text and "C01X00T47" not in text and "1987" not in text
+    finally:
+        mem.close()
+
+
+@pytest.mark.timeout(20)
+def test_personal_data_patterns_scan_long_runs_in_linear_time() -> None:
+    """The SSN, passport and date-of-birth patterns have no repetition inside another:
+    a keyword followed by a long run of blanks, digits or dashes returns at once."""
+    import time
+
+    texts = ["passport " + " " * 50_000 + "x", "born on " + " \t" * 25_000 + "x",
+             "SSN " + "1-" * 25_000, "DOB " + "12-" * 20_000, "1" * 60_000,
+             "123-45-" * 10_000, "date of birth: " + "1/" * 30_000]
+    for text in texts:
+        started = time.process_time()
+        scan(text)
+        assert time.process_time() - started < 1.0, text[:30]

@@ -339,6 +339,8 @@ def test_more_candidates_than_the_cap_keeps_the_most_confident(
 def test_identity_fact_waits_for_review_and_shows_in_the_task_checkpoint(
         mem: Memory, alice: Scope, server: LLMTestServer) -> None:
     server.queue_recording("extraction_anthropic_identity")
+    # extraction lists pending identity changes in a task that exists; it creates none
+    mem.checkpoints.save(alice, "style-guide", objective="Write the docs style guide")
     report = mem.extract(alice, INTRO, LLMProposer(anthropic(server)), task="style-guide")
     [item] = report.pending
     assert item.ref is not None and "approval" in item.reason
@@ -351,9 +353,12 @@ def test_identity_fact_waits_for_review_and_shows_in_the_task_checkpoint(
     assert "Pending identity changes:" in ctx.text and item.ref in ctx.text
 
     mem.review.approve(item.ref.removeprefix("fact:"), reviewer="bob")
-    synced = sync_pending_identity(mem.facts, mem.checkpoints, alice, "style-guide")
+    # the approval itself clears it from the task (sync_pending_identity, in the review)
+    synced = mem.checkpoints.current(alice, "style-guide")
     assert synced is not None and synced.pending_identity_changes == []
     assert synced.version == cp.version + 1
+    again = sync_pending_identity(mem.facts, mem.checkpoints, alice, "style-guide")
+    assert again is not None and again.version == synced.version  # nothing left to sync
     assert [f.claim for f in mem.facts.current(alice)] == [
         "Alice is the docs team lead and owns the style guide."]
 

@@ -267,6 +267,10 @@ def test_a_memstrata_service_key_is_a_secret_like_any_other(mem: Memory) -> None
     from memstrata.interfaces.service.keys import KeyStore
 
     _, token = KeyStore(mem.db, mem.clock).create("default", role="admin")
+    # a tenant name of 128 letters of another script: 683 characters of base64url
+    _, long_one = KeyStore(mem.db, mem.clock).create("ж" * 128, role="admin")
+    assert mem.episodes.append(S, text=f"curl -H 'X: {long_one}' ...", actor="agent",
+                               source="chat:0").text.count(long_one) == 0
     for text in (f"CI uses {token}", token, f"MEMSTRATA_KEY={token}"):
         ep = mem.episodes.append(S, text=text, actor="agent", source="chat:1")
         assert token not in mem.episodes.get(ep.id, S).text

@@ -16,12 +16,14 @@ attribute). This module goes beyond exact slots, for extraction:
    - :class:`RuleJudge` (default, no model): supersede when subject and attribute are the
      same question after normalisation, or when the statements
      (:mod:`memstrata.extraction.statements`) share a predicate about the same kind of thing
-     with a different object ("prefer Python" / "prefer Go"), or the new one marks a change
-     of what the old one says ("switched to Y", "instead of X", "no longer X", "UPDATE:");
-     ``review`` when they may contradict but the rules cannot tell (the same predicate on
-     objects of unknown kinds that share a word, or one kind of thing under two
-     predicates): the candidate waits for a person instead of coexisting silently;
-     else coexist. :class:`SlotJudge` is the slot rule alone;
+     with a different object ("prefer Python" / "prefer Go"), or name the same question
+     with another value ("my manager is Carol" / "my manager is Dan", "use Notion for
+     notes" / "use Obsidian for notes"), or the new one marks a change of what the old one
+     says ("switched to Y", "instead of X", "no longer X", "UPDATE:"); ``review`` when they
+     may contradict but the rules cannot tell (the same predicate on objects of unknown
+     kinds that share a word, one kind of thing under two predicates, or the same question
+     answered by descriptions rather than values): the candidate waits for a person
+     instead of coexisting silently; else coexist. :class:`SlotJudge` is the slot rule alone;
    - :class:`LLMJudge`: asks a language model, with structured output; an
      unusable answer is a :class:`~memstrata.errors.ProviderError`.
 
@@ -234,6 +236,13 @@ def compare_claims(old_claim: str, new_claim: str, old_ref: str) -> tuple[JudgeV
                                  f"({old.category}), another answer")
         return "review", f"{_say(new)} / {_say(old)} of {old_ref}: two predicates about one " \
                          f"{old.category}"
+    if old.question is not None and old.question == new.question and old.obj and new.obj \
+            and old.obj.lower() != new.obj.lower() and old.negated == new.negated:
+        if old.value and new.value:
+            return "supersede", (f"{_say(new)} replaces {_say(old)}: the same question "
+                                 f"({old.question}), another answer")
+        return "review", (f"{_say(new)} / {_say(old)} of {old_ref}: the same question "
+                          f"({old.question}), answers the rules cannot compare")
     if old.predicate == new.predicate and old.category is None and new.category is None \
             and old.obj and new.obj and old.obj.lower() != new.obj.lower() and \
             term_overlap(content_terms(old.obj), content_terms(new.obj)) > 0:
@@ -245,6 +254,8 @@ def compare_claims(old_claim: str, new_claim: str, old_ref: str) -> tuple[JudgeV
 def _say(st: statements.Statement) -> str:
     if st.predicate is None:
         return "no predicate"
+    if st.predicate == "be" and st.question is not None:
+        return f"{st.question} {'is not' if st.negated else 'is'} {st.obj or '?'}"
     return f"{'not ' if st.negated else ''}{st.predicate} {st.obj or '?'}"
 
 

@@ -108,8 +108,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _KIND_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("profile", re.compile(r"^(?:i am|i'm|i work|my (?:role|title|job|team) |i lead|i manage)"
                            r"\b", re.I)),
-    ("relationship", re.compile(r"\b(?:my (?:manager|boss|lead|colleague|teammate)|"
-                                r"reports? to)\b", re.I)),
+    ("relationship", re.compile(r"(?:\bmy |'s )(?:manager|boss|lead|colleague|teammate)\b|"
+                                r"\breports? to\b", re.I)),
     ("decision", re.compile(r"\b(?:we (?:have |'ve )?decided|we're going with|"
                             r"we are going with)\b", re.I)),
     ("constraint", re.compile(r"\b(?:always|never|must|mustn't|don't|do not|only|avoid|"
@@ -137,12 +137,16 @@ class ExplicitProposer:
     unless X is vague ("it", "everything") or temporary ("... for now").
     Kind comes from keyword rules (profile, relationship, decision,
     constraint, system fact; otherwise preference); the attribute is the question the
-    statement answers, from its predicate and the kind of its object
-    (:func:`memstrata.extraction.statements.slot_attribute`: "I prefer Go" ->
-    ``preferred programming language``), else the first content words of X; the subject is
-    the scope's user. First-person statements apply at the user level unless they name the
+    statement answers, from its predicate and the kind of its object or the question its
+    words name (:func:`memstrata.extraction.statements.slot_attribute`: "I prefer Go" ->
+    ``preferred programming language``, "my manager is Carol" -> ``manager``), else the
+    first content words of X (never the subject's name). The subject is the person a
+    third-person statement names ("Bob prefers spaces", "Bob's manager is Carol" ->
+    ``bob``: :func:`~memstrata.extraction.statements.subject_of`, lower-cased), else the
+    scope's user. First-person statements apply at the user level unless they name the
     session's project ("for this publication", "in this repo"), which keeps them at the
-    scope; ``scope_reason`` says which and why. Assistant turns: each
+    scope; a statement about someone else stays at the scope; ``scope_reason`` says which
+    and why. Assistant turns: each
     ``propose_memory`` call (arguments as in :mod:`memstrata.arguments`) becomes
     a proposal citing that turn; malformed arguments are a ValidationError.
     """
@@ -197,10 +201,17 @@ class ExplicitProposer:
             return None
         said = "said, from now on" if standing else "said"
         kind = next((k for k, rule in _KIND_RULES if rule.search(body)), "preference")
+        named_person = statements.subject_of(body)
+        about = named_person.lower() if named_person is not None else None
+        if about is not None and about == (scope.user or "").lower():
+            about = None  # the user named by name: a statement about the user
         first_person = bool(_FIRST_PERSON.search(body)) and scope.user is not None
         named = statements.named_scope(body)
-        if first_person and named is None:
-            applies: AppliesTo = "user"
+        if about is not None:
+            applies: AppliesTo = "scope"
+            why = f"about {about} (a third-person statement): kept at this scope"
+        elif first_person and named is None:
+            applies = "user"
             why = "a first-person statement about the user: applies wherever they work"
         elif named is not None and scope.project is not None:
             applies = "scope"
@@ -208,9 +219,10 @@ class ExplicitProposer:
         else:
             applies = "scope"
             why = "about this scope"
-        slot = statements.slot_attribute(statements.read(body)) or _slug(body)
+        slot = statements.slot_attribute(statements.read(body)) or _slug(
+            body, drop=named_person or "")
         return Proposal(claim=f'{speaker} {said}: "{body}"', kind=cast(FactKind, kind),
-                        subject=scope.user or "user", attribute=slot, turn=index,
+                        subject=about or scope.user or "user", attribute=slot, turn=index,
                         confidence=self.confidence, applies_to=applies, via="statement",
                         scope_reason=why)
 
@@ -242,9 +254,13 @@ def _clean_body(body: str) -> str:
     return body[:1].upper() + body[1:] if body else body
 
 
-def _slug(body: str) -> str:
+def _slug(body: str, *, drop: str = "") -> str:
+    """The first content words of a statement (``drop``: the subject's name, which says
+    whom it is about, not what)."""
+    dropped = set(re.findall(r"[a-z0-9]+", drop.lower()))
     words = [w for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", body.lower())
-             if w not in _STANCE and content_terms(w)]
+             if w not in _STANCE and w not in dropped and w.removesuffix("'s") not in dropped
+             and content_terms(w)]
     return "_".join(words[:4])[:100] or "note"
 
 

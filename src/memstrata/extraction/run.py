@@ -37,6 +37,21 @@ Contract:
   supersedes (judge: :class:`~.judges.LLMJudge` on the proposer's
   client when it has one, else :class:`~.judges.RuleJudge`, which sends a possible
   contradiction it cannot settle to review).
+- Running it again is a no-op for what it wrote. A proposal whose source
+  (``{source}#turn-{N}``) and content words equal those of a fact already stored in its
+  scope, in any status (current, superseded, pending, rejected, retired), was extracted
+  before: it is reported as ``duplicate`` ("already extracted") and nothing is written or
+  confirmed, so a retried batch or a second ``memstrata extract`` of one transcript
+  changes nothing, and a superseded statement of the session never comes back. Pass a
+  stable ``source=`` per session: the default, ``session:{date}``, names a day.
+- An older statement never replaces a newer current fact. A statement is dated by its
+  turn's time (``timestamp`` / ``created_at``, :mod:`memstrata.extraction.session`), else
+  ``observed_at=`` (when the session happened), else now; the date becomes the fact's
+  ``valid_from``. When the slot's current fact holds since later than that
+  (``valid_from``), or comes from a later turn of the same session (the same ``source=``,
+  when one is given), the statement goes to review (``Candidate.review``) instead of
+  superseding it: a person decides whether the old answer comes back. A turn dated after
+  now is invalid.
 - "forget ..." deletes, for real (the forget of :mod:`memstrata.layers.forget`), the facts
   owned by the
   scope's *user* (never tenant- or project-wide) whose text contains every
@@ -45,6 +60,9 @@ Contract:
 - ``task=``: an identity fact sent to review is listed in that task's
   checkpoint under ``pending_identity_changes`` (``fact:ID ...``); entries
   whose fact is no longer pending are dropped (:func:`sync_pending_identity`).
+  Only an open task's checkpoint is kept so: a task that does not exist is not created
+  and a closed one is not reopened; either is reported in ``errors`` (the facts are
+  written all the same, and wait in the review queue).
 - The :class:`ExtractionReport` lists committed, pending, duplicate,
   superseding, rejected and forgotten items with reasons, and ``errors`` for
   writes that failed after validation (each write is its own transaction).
@@ -59,20 +77,28 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from ..clock import Clock
 from ..errors import MemstrataError, NotFound, ValidationError
 from ..governance.policy import Candidate, WritePolicy
 from ..governance.safety import redact_secrets
-from ..inputs import MAX_SOURCE, clean_text
+from ..inputs import MAX_SOURCE, clean_text, date_arg
 from ..layers.checkpoints import Checkpoints
 from ..layers.facts import Facts
-from ..models import Checkpoint, Fact, ForgetReport, Scope, _Model, build
-from .judges import ConflictJudge, LLMJudge, RuleJudge, content_terms, coverage, names_of, resolve
+from ..models import Checkpoint, Fact, ForgetReport, Scope, build
+from .judges import (
+    ConflictJudge,
+    LLMJudge,
+    RuleJudge,
+    content_terms,
+    coverage,
+    names_of,
+    resolve,
+    same_terms,
+)
 from .proposers import AppliesTo, ExplicitProposer, ForgetRequest, Proposal, Proposed, Proposer
+from .report import ExtractionItem, ExtractionReport, ItemStatus
 from .session import Session, Turn, load_transcript, quote_in, support
 
 #: Share of a claim's content words that must occur in the cited turn.
@@ -83,7 +109,6 @@ SUPPORT_MIN = 0.5
 SUPPORT_MIN_QUOTED = 1 / 3
 #: Characters of the cited turn kept as evidence when no quote is given.
 EXCERPT_CHARS = 400
-ItemStatus = Literal["committed", "pending", "duplicate", "superseding", "rejected", "forgotten"]
 
 
 @dataclass(frozen=True)
@@ -97,84 +122,6 @@ class ExtractionTargets:
     #: ``forget_ids(scope, ids)``: delete these facts of the scope for real.
     forget_ids: Callable[[Scope, list[str]], ForgetReport]
 
-class ExtractionItem(_Model):
-    """What happened to one proposal or forget request, and why."""
-
-    status: ItemStatus
-    reason: str
-    turn: int | None = None
-    via: str | None = None
-    actor: str | None = None
-    claim: str | None = None
-    kind: str | None = None
-    slot: str | None = None
-    ref: str | None = None
-    superseded: str | None = None
-    judge: str | None = None
-    #: The scope the fact went to, and why (a first-person statement follows the user; one
-    #: that names the project stays there).
-    scope: str | None = None
-    scope_reason: str | None = None
-    detectors: list[str] = Field(default_factory=list)
-    removed: dict[str, int] | None = None
-
-
-class ExtractionReport(_Model):
-    """The outcome of one extraction, grouped by status."""
-
-    scope: Scope
-    proposer: str
-    source: str
-    turns: int
-    committed: list[ExtractionItem] = Field(default_factory=list)
-    pending: list[ExtractionItem] = Field(default_factory=list)
-    duplicate: list[ExtractionItem] = Field(default_factory=list)
-    superseding: list[ExtractionItem] = Field(default_factory=list)
-    rejected: list[ExtractionItem] = Field(default_factory=list)
-    forgotten: list[ExtractionItem] = Field(default_factory=list)
-    errors: list[str] = Field(default_factory=list)
-    checkpoint: str | None = None
-
-    def add(self, item: ExtractionItem) -> None:
-        getattr(self, item.status).append(item)
-
-    @property
-    def items(self) -> list[ExtractionItem]:
-        """Every item, in turn order."""
-        every = [*self.committed, *self.pending, *self.duplicate, *self.superseding,
-                 *self.rejected, *self.forgotten]
-        return sorted(every, key=lambda i: -1 if i.turn is None else i.turn)
-
-    @property
-    def written(self) -> int:
-        """New fact records stored (committed, superseding and pending)."""
-        return len(self.committed) + len(self.superseding) + len(self.pending)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def summary(self) -> str:
-        """One line per item, for people."""
-        counts = ", ".join(f"{len(getattr(self, s))} {s}" for s in
-                           ("committed", "superseding", "pending", "duplicate", "rejected",
-                            "forgotten"))
-        lines = [f"extraction by {self.proposer} over {self.turns} turns: {counts}"]
-        for it in self.items:
-            what = it.claim or ""
-            lines.append(f"  {it.status:<11} turn {it.turn}: {what} -- {it.reason}")
-            if it.scope is not None:
-                lines.append(f"  {'':<11} scope {it.scope}" + (f" ({it.scope_reason})"
-                                                              if it.scope_reason else ""))
-            if it.judge:
-                lines.append(f"  {'':<11} {it.judge}")
-        lines += [f"  error: {e}" for e in self.errors]
-        return "\n".join(lines)
-
-
-# ------------------------------------------------------------------------------ extract
-
-
 @dataclass
 class _Planned:
     proposal: Proposed
@@ -185,15 +132,22 @@ class _Planned:
     #: Narrower current answers of the candidate's slot the session sees, which the write
     #: replaces there (:func:`_narrower_answers`).
     replaces: tuple[Fact, ...] = ()
+    #: The fact an earlier run of this session stored for this proposal (nothing to write).
+    stored: Fact | None = None
 
 
 def extract(mem: ExtractionTargets, scope: Scope, transcript: Any,
             proposer: Proposer | None = None, *,
             source: str | None = None, task: str | None = None,
-            judge: ConflictJudge | None = None, strict: bool = True) -> ExtractionReport:
+            judge: ConflictJudge | None = None, strict: bool = True,
+            observed_at: datetime | str | None = None) -> ExtractionReport:
     """Run ``proposer`` over the session and write what the policy accepts (see module doc)."""
     turns = load_transcript(transcript)
     now = mem.clock.now()
+    observed = date_arg(observed_at, "observed_at")
+    if observed is not None and observed > now:
+        raise ValidationError(f"observed_at ({observed.isoformat()}) is in the future",
+                              hint="the time the session happened; omit it for now")
     try:
         base = clean_text(source or f"session:{now.date().isoformat()}", field="source",
                           max_len=MAX_SOURCE - 20)
@@ -213,7 +167,8 @@ def extract(mem: ExtractionTargets, scope: Scope, transcript: Any,
                               "Proposal or ForgetRequest; nothing was written")
     report = ExtractionReport(scope=scope, proposer=name, source=base, turns=len(turns))
 
-    plans = [_check(p, n, turns, scope, base) for n, p in enumerate(proposals, 1)]
+    plans = [_check(p, n, turns, scope, base, now, observed)
+             for n, p in enumerate(proposals, 1)]
     bad = [p for p in plans if p.problem]
     if bad and strict:
         listed = "; ".join(str(p.problem) for p in bad[:5])
@@ -228,29 +183,48 @@ def extract(mem: ExtractionTargets, scope: Scope, transcript: Any,
     plans = [p for p in plans if not p.problem]
     plans = _cap(plans, getattr(proposer, "max_candidates", None), report)
 
+    _mark_extracted(mem, plans)
+
     # Judging may call a model: do all of it before the first write.
     for plan in plans:
-        if plan.candidate is not None:
-            _plan_conflict(mem, plan, judge, existing, now)
+        if plan.candidate is not None and plan.stored is None:
+            # a default source names a day, not a session: no turn order across it
+            _plan_conflict(mem, plan, judge, existing, now, base if source else None)
 
     for plan in sorted(plans, key=lambda p: (p.proposal.turn, p.index)):
         try:
             if isinstance(plan.proposal, ForgetRequest):
                 report.add(_forget(mem, scope, plan))
+            elif plan.stored is not None:
+                report.add(_already(plan, plan.stored))
             else:
                 report.add(_write(mem, plan))
         except MemstrataError as exc:
             report.errors.append(f"turn {plan.proposal.turn}: {type(exc).__name__}: {exc}")
     if task is not None:
         try:
-            cp = _note_pending_identity(mem, scope, task, report)
-            report.checkpoint = cp.ref if cp is not None else None
+            # extraction keeps a task's list; it never opens a task nor reopens a closed one
+            held = mem.checkpoints.current(scope, task)
+            if held is None:
+                report.errors.append(
+                    f"checkpoint {task}: no such task in this scope, so no pending identity "
+                    "change was listed there (extraction creates no task: check the name, "
+                    "or save the task's checkpoint first)")
+            elif held.status == "closed":
+                report.errors.append(
+                    f"checkpoint {task}: the task is closed, so no pending identity change "
+                    "was listed there (extraction never reopens a task: they wait in "
+                    "memstrata review)")
+            else:
+                cp = _note_pending_identity(mem, scope, task, report)
+                report.checkpoint = cp.ref if cp is not None else None
         except MemstrataError as exc:
             report.errors.append(f"checkpoint {task}: {type(exc).__name__}: {exc}")
     return report
 
 
-def _check(p: Proposed, n: int, turns: tuple[Turn, ...], scope: Scope, base: str) -> _Planned:
+def _check(p: Proposed, n: int, turns: tuple[Turn, ...], scope: Scope, base: str,
+           now: datetime, observed: datetime | None) -> _Planned:
     plan = _Planned(p, index=n)
     what = f"proposal {n} ({p.via}"
     what += f', "{_short(p.claim)}")' if isinstance(p, Proposal) else ", forget)"
@@ -282,13 +256,17 @@ def _check(p: Proposed, n: int, turns: tuple[Turn, ...], scope: Scope, base: str
         plan.problem = (f"{what} is not supported by turn {p.turn}: {share:.0%} of its content "
                         f"words occur there (needs {need:.0%})")
         return plan
+    stated = turn.at or observed  # None: now, the facts layer's default
+    if stated is not None and stated > now:
+        plan.problem = f"{what} cites turn {p.turn}, dated {stated.isoformat()}, in the future"
+        return plan
     evidence = p.evidence or _excerpt(turn.text)
     try:
         plan.candidate = build(
             Candidate, scope=_fact_scope(scope, p.applies_to), kind=p.kind, subject=p.subject,
             attribute=p.attribute, claim=p.claim, actor=turn.actor,
             source=f"{base}#turn-{p.turn}", confidence=p.confidence, tier=p.tier,
-            evidence=evidence)
+            evidence=evidence, valid_from=stated)
     except ValidationError as exc:
         plan.problem = f"{what}: {exc.message}"
     return plan
@@ -318,8 +296,37 @@ def _confidence(plan: _Planned) -> float:
     return plan.proposal.confidence if isinstance(plan.proposal, Proposal) else 1.0
 
 
+def _mark_extracted(mem: ExtractionTargets, plans: Sequence[_Planned]) -> None:
+    """Set ``stored`` on each proposal an earlier run of this session wrote already: a
+    fact of its scope with its source and its content words, in any status."""
+    by_scope: dict[Scope, dict[str, list[Fact]]] = {}
+    for plan in plans:
+        cand = plan.candidate
+        if cand is None or cand.source is None:
+            continue
+        if cand.scope not in by_scope:
+            sources: dict[str, list[Fact]] = {}
+            for f in mem.facts.owned(cand.scope):
+                if f.scope == cand.scope:
+                    sources.setdefault(f.provenance.source, []).append(f)
+            by_scope[cand.scope] = sources
+        mine = content_terms(cand.claim, drop=names_of(cand.scope, cand.subject))
+        plan.stored = next((f for f in by_scope[cand.scope].get(cand.source, [])
+                            if f.claim == cand.claim or same_terms(mine, content_terms(
+                                f.claim, drop=names_of(f.scope, f.subject)))), None)
+
+
+def _already(plan: _Planned, fact: Fact) -> ExtractionItem:
+    item = _item(plan, "duplicate", f"already extracted from {fact.provenance.source} as "
+                                    f"{fact.ref} (now {fact.status}); nothing written")
+    item.ref = fact.ref
+    item.slot = f"{fact.subject}/{fact.attribute}"
+    item.actor = fact.actor
+    return item
+
+
 def _plan_conflict(mem: ExtractionTargets, plan: _Planned, judge: ConflictJudge,
-                   existing: Sequence[Fact], now: datetime) -> None:
+                   existing: Sequence[Fact], now: datetime, base: str | None) -> None:
     cand = plan.candidate
     assert cand is not None
     if mem.policy.judge(cand, now).action == "reject":
@@ -330,13 +337,40 @@ def _plan_conflict(mem: ExtractionTargets, plan: _Planned, judge: ConflictJudge,
     plan.judge_note = res.note
     current = next((f for f in existing if f.scope == cand.scope and f.status == "active"
                     and (f.subject, f.attribute) == (cand.subject, cand.attribute)), None)
-    if res.action != "duplicate" and current is not None and current.claim != cand.claim:
+    newer = _newer_than(current, cand, plan.proposal.turn, base, now) \
+        if res.action != "duplicate" and current is not None and \
+        current.claim != cand.claim else None
+    if newer is not None and current is not None:
+        cand = cand.model_copy(update={"review": (
+            f"older than {current.ref}, the current answer of "
+            f"{current.subject}/{current.attribute} ({newer}): an older statement does not "
+            "replace a newer one; a person decides")})
+        plan.judge_note = (plan.judge_note + "; " if plan.judge_note else "") + \
+            f"sent to review: older than {current.ref} ({newer})"
+    elif res.action != "duplicate" and current is not None and current.claim != cand.claim:
         # This write will supersede `current`: say why, with the evidence, on both records.
         why = f"{cand.actor} stated in {cand.source}: \"{_short(cand.evidence or '', 200)}\""
         if res.judgement is not None:
             why += f" ({res.judgement.judge} judge: {res.judgement.reason})"
         cand = cand.model_copy(update={"reason": why})
     plan.candidate = cand
+
+
+def _newer_than(current: Fact, cand: Candidate, turn: int, base: str | None,
+                now: datetime) -> str | None:
+    """Why ``current`` is newer than the statement ``cand`` makes (stated at turn ``turn``
+    of the session ``base``, None when the caller named no session), or None when it is
+    not."""
+    prefix = f"{base}#turn-"
+    source = current.provenance.source
+    if base is not None and source.startswith(prefix) and source[len(prefix):].isdigit() and \
+            int(source[len(prefix):]) > turn:
+        return f"it was stated later in this session, turn {source[len(prefix):]}"
+    since = current.valid_from or current.created_at
+    stated = cand.valid_from or now
+    if since is not None and since > stated:
+        return f"it holds since {since.isoformat()}, the statement is of {stated.isoformat()}"
+    return None
 
 
 def _narrower_answers(cand: Candidate, existing: Sequence[Fact]) -> tuple[Fact, ...]:

@@ -7,6 +7,10 @@ Contract:
   ``{"messages": [...]}``, or anything with a ``messages()`` method (a
   :class:`memstrata.interfaces.transcript.Transcript`). Turn *N* is the message at index
   *N* of that list (0-based). A malformed message is a ValidationError.
+- A message may say when it was sent: ``timestamp`` or ``created_at``, as ISO-8601 text
+  (a bare date or time without an offset is UTC), an aware datetime or Unix seconds
+  (:attr:`Turn.at`); anything else there is a ValidationError. Extraction dates what a turn
+  states by it (:mod:`memstrata.extraction.run`).
 - Message content is flattened by :func:`memstrata.tokens.content_text`, the one
   definition (a ``tool_result`` keeps its nested content). A user message made only of
   tool results is a ``tool`` turn; a memstrata summary is a ``summary`` turn, which no
@@ -21,9 +25,10 @@ import json
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from ..clock import ensure_utc
 from ..errors import ValidationError
 from ..models import Fact, Scope
 from ..tokens import content_text
@@ -52,6 +57,8 @@ class Turn:
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     name: str | None = None
+    #: When the message was sent, if it says (``timestamp`` / ``created_at``).
+    at: datetime | None = None
 
     @property
     def actor(self) -> str | None:
@@ -135,7 +142,29 @@ def _turn(index: int, message: Any) -> Turn:
         role = "tool"  # Anthropic sends tool results in user messages; they are tool output
     if role == "user" and text.startswith(_SUMMARY_PREFIX):
         role = "summary"  # memstrata's own summary, not the user's words
-    return Turn(index, role, text, tuple(calls), _opt_str(message.get("name")))
+    return Turn(index, role, text, tuple(calls), _opt_str(message.get("name")),
+                _sent_at(index, message))
+
+
+#: The keys a message may carry its time under, in order.
+TIME_KEYS = ("timestamp", "created_at")
+
+
+def _sent_at(index: int, message: Mapping[str, Any]) -> datetime | None:
+    key = next((k for k in TIME_KEYS if message.get(k) is not None), None)
+    if key is None:
+        return None
+    value = message[key]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise ValidationError(f"turn {index}: {key} {value!r} is not a Unix time") from None
+    if not isinstance(value, datetime | str):
+        raise ValidationError(f"turn {index}: {key} must be ISO-8601 text, an aware datetime "
+                              f"or Unix seconds, got {type(value).__name__}",
+                              hint="e.g. 2026-05-01T09:30:00Z")
+    return ensure_utc(value, field=f"turn {index}: {key}")
 
 
 def _opt_str(value: Any) -> str | None:
@@ -168,5 +197,5 @@ def support(claim: str, turn_text: str, names: Sequence[str]) -> float:
     return coverage(content_terms(claim, drop=names), content_terms(turn_text))
 
 
-__all__ = ["ROLE_ACTOR", "Session", "ToolCall", "Turn", "load_transcript", "quote_in",
-           "support"]
+__all__ = ["ROLE_ACTOR", "TIME_KEYS", "Session", "ToolCall", "Turn", "load_transcript",
+           "quote_in", "support"]

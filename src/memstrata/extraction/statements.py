@@ -14,13 +14,25 @@ Python"``, "UPDATE: switched to Python, ignore the TypeScript rule") and returns
 - ``negated``: "no longer", "not ... any more", "stopped", "don't ...";
 - ``change``: a word that says the statement replaces an earlier one ("switched", "moved
   to", "instead of", "no longer", "update:", "now", "actually"), and ``replaced``: the
-  object it names as replaced ("instead of X", "ignore the X rule", "from X to Y").
+  object it names as replaced ("instead of X", "ignore the X rule", "from X to Y");
+- ``question``: the question the statement answers when its words name it: the noun of
+  "my/our/Bob's <question> is <answer>" (predicate ``be``: "My manager is Carol" ->
+  ``manager``), or the purpose of "use/prefer X for <purpose>" (``tool for notes``);
+  ``value``: whether the answer reads as a value (a name, a number or a known term, at most
+  four words: "Carol", "GitHub Actions"), not a description ("frozen in December").
+
+An object that is a known term counts whether or not it is capitalised ("I prefer tabs",
+"I use email for chat"): after a predicate it is the answer. Elsewhere a term that is also
+an everyday word (go, tabs, teams, email, ...) counts only when capitalised.
 
 :func:`slot_attribute` names the slot from the predicate and the object's category
-("preferred programming language"), never from the object itself, so "prefer Python" and
-"prefer Go" land in the same slot. :func:`named_scope` says whether a sentence names the
-session's project ("this publication", "in this repo"), which keeps a first-person
-statement at the project instead of the user.
+("preferred programming language"), else from the question the words name (``manager``,
+``preferred tool for notes``) when the answer is a value, never from the object itself, so
+"prefer Python" and "prefer Go", "my manager is Carol" and "my manager is Dan" land in the
+same slot. :func:`subject_of` finds the person a third-person statement is about ("Bob
+prefers spaces", "Bob's manager is Carol" -> ``Bob``). :func:`named_scope` says whether a
+sentence names the session's project ("this publication", "in this repo"), which keeps a
+first-person statement at the project instead of the user.
 """
 
 from __future__ import annotations
@@ -79,10 +91,11 @@ _TRAILING = frozenset({"with", "and", "over", "than", "rather", "or", "plus", "a
                        "at", "every", "only", "please"})
 
 
-def _term(text: str) -> re.Match[str] | None:
-    """The first known term of ``text`` (a cased one only when capitalised)."""
+def _term(text: str, *, any_case: bool = False) -> re.Match[str] | None:
+    """The first known term of ``text`` (a cased one only when capitalised, unless
+    ``any_case``)."""
     for m in _TERM_RE.finditer(text):
-        if m[1].lower() in _CASED and m[1][0].islower():
+        if not any_case and m[1].lower() in _CASED and m[1][0].islower():
             continue
         return m
     return None
@@ -145,6 +158,8 @@ class Statement:
     negated: bool = False
     change: bool = False
     replaced: str | None = None
+    question: str | None = None
+    value: bool = False
 
     def mentions(self, obj: str | None) -> bool:
         """Whether this statement names ``obj`` (as a whole word, case ignored)."""
@@ -171,8 +186,9 @@ def category_of(text: str | None) -> str | None:
 def _head(obj: str) -> re.Match[str] | None:
     """The known term an object is about, when it is the object's head: the object starts
     with it and goes on, if at all, with a descriptor ("Python for scripts"), not with
-    another noun ("vim keybindings")."""
-    m = _term(obj)
+    another noun ("vim keybindings"). The head of a predicate's object is its answer, so
+    an everyday-word term counts here in lower case too ("I prefer tabs")."""
+    m = _term(obj, any_case=True)
     if m is None or obj[:m.start()].strip():
         return None
     rest = obj[m.end():].split()
@@ -187,6 +203,39 @@ def _object(rest: str) -> str:
     obj = re.sub(r"^(?:to |using |use |have |get |the |a |an |my |our |some )+", "",
                  obj.strip(), flags=re.I)
     return " ".join(obj.split()[:6]).strip(" .'\"")
+
+
+#: "my/our/his/her/their/Bob's <question> is <answer>": the question is a noun of one to
+#: three words (a sentence, so the bounded repetition stays short).
+_COPULA = re.compile(
+    r"^(?:(?i:my|our|his|her|their)\s+|(?P<owner>[A-Z][\w-]{0,40})'s\s+)"
+    r"(?P<question>[A-Za-z][\w-]{0,30}(?:\s+[A-Za-z][\w-]{0,30}){0,2}?)\s+"
+    r"(?:is|are|was|'s)\s+(?:(?i:now|still|actually|currently)\s+)?(?P<rest>.+)$")
+#: "(use|prefer) X for <purpose>": what X is for names the question.
+_PURPOSE = re.compile(r"\s*for\s+(?:(?i:my|our|the|all|any|every)\s+)?"
+                      r"(?P<purpose>[a-z][a-z-]{1,30}(?:\s+[a-z][a-z-]{1,30})?)\s*(?:[,.;!?]|$)",
+                      re.I)
+#: Words a question never is ("my own is ...", "our only ...").
+_NOT_QUESTIONS = frozenset({"own", "only", "main", "first", "last", "next", "one", "plan",
+                            "goal", "idea", "problem", "issue", "point", "question", "guess"})
+#: Words after "for" that say for how long or for whom, not what for ("for now").
+_NOT_PURPOSES = frozenset({"now", "today", "tomorrow", "everything", "anything", "all",
+                           "example", "instance", "reference", "me", "us", "you", "them",
+                           "him", "her", "a", "an", "ever", "good", "years", "months",
+                           "weeks", "days", "ages", "long", "once", "free", "sure", "fun"})
+#: Articles an answer may start with ("my role is a staff engineer").
+_ARTICLE = re.compile(r"^(?:a|an|the)\s+", re.I)
+
+
+def _value(obj: str | None, category: str | None) -> bool:
+    """Whether an answer reads as a value: a known term, or at most four words starting
+    with a capital letter or a digit (a name, a number)."""
+    if not obj:
+        return False
+    if category is not None:
+        return True
+    words = obj.split()
+    return len(words) <= 4 and (words[0][0].isupper() or words[0][0].isdigit())
 
 
 #: A negation right before the predicate: "I no longer use", "we don't want", "stopped using".
@@ -208,9 +257,22 @@ def read(text: str) -> Statement:
         first = rule.search(clean)
         if first is not None and (best is None or first.start() < best[1]):
             best = (name, first.start(), first["obj"])
+    question = None
+    copula = _COPULA.match(clean)
+    if copula is not None and (best is None or best[1] > copula.start("rest")):
+        asked = " ".join(copula["question"].lower().split())
+        if asked.split()[0] not in _NOT_QUESTIONS:
+            predicate, question = "be", asked
+            obj = _object(_ARTICLE.sub("", copula["rest"])) or None
+            best = None
     if best is not None:
         predicate, obj = best[0], _object(best[2]) or None
         negated = bool(_NEGATES.search(clean[:best[1]]))
+        cut = _CLAUSE_END.search(best[2])
+        purpose = _PURPOSE.match(best[2], cut.start()) if cut is not None else None
+        goal = " ".join(purpose["purpose"].lower().split()) if purpose is not None else ""
+        if goal and goal.split()[0] not in _NOT_PURPOSES:
+            question = "tool for " + goal
     head = _head(obj) if obj else None
     if head is not None:
         category, obj = _TERM_CATEGORY[head[1].lower()], head[1].lower()
@@ -224,17 +286,58 @@ def read(text: str) -> Statement:
                 replaced = term[1].lower()
             break
     return Statement(text=said, predicate=predicate, obj=obj, category=category,
-                     negated=negated, change=bool(_CHANGE.search(said)), replaced=replaced)
+                     negated=negated, change=bool(_CHANGE.search(said)), replaced=replaced,
+                     question=question, value=_value(obj, category))
 
 
 def slot_attribute(statement: Statement) -> str | None:
-    """The slot a statement answers, from its predicate and its object's category: "prefer
-    Go" -> ``preferred programming language``; None when the category is unknown."""
-    if statement.predicate is None or statement.category is None:
+    """The slot a statement answers: from its predicate and its object's category ("prefer
+    Go" -> ``preferred programming language``), else from the question its words name when
+    the answer is a value ("My manager is Carol" -> ``manager``; "I use Notion for notes"
+    -> ``tool for notes``); None otherwise. Never from the answer itself."""
+    if statement.predicate is None:
         return None
-    if statement.predicate == "prefer":
-        return f"preferred {statement.category}"
-    return statement.category
+    if statement.category is not None:
+        answer = statement.category
+    elif statement.question is not None and statement.value and not statement.negated:
+        answer = statement.question
+    else:
+        return None
+    return f"preferred {answer}" if statement.predicate == "prefer" else answer
+
+
+#: Capitalised words that start a sentence without naming who it is about.
+_NOT_NAMES = frozenset({
+    "i", "we", "you", "he", "she", "they", "it", "this", "that", "these", "those", "the",
+    "a", "an", "our", "my", "your", "their", "his", "her", "its", "there", "here",
+    "everyone", "everybody", "someone", "somebody", "nobody", "no", "all", "every", "each",
+    "some", "any", "both", "also", "always", "never", "please", "today", "tomorrow",
+    "yesterday", "now", "then", "when", "if", "monday", "tuesday", "wednesday", "thursday",
+    "friday", "saturday", "sunday", "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december", "user", "agent",
+    "team", "customers", "clients", "people", "nothing", "none", "only"})
+#: A name (one or two capitalised words) and what a statement says a person does or has.
+_THIRD_PERSON = re.compile(
+    r"^(?P<name>[A-Z][a-z][\w-]{0,30}(?:\s+[A-Z][a-z][\w-]{0,30})?)(?:'s\s+[a-z]|\s+"
+    r"(?:(?:also|now|still|really|always|never|usually|no longer|actually)\s+)?"
+    r"(?:prefers|likes|loves|wants|favou?rs|would rather|'d rather|enjoys|hates|dislikes|"
+    r"uses|is using|works (?:in|with|on|at|from)|writes (?:in|with)|codes in|develops in|"
+    r"is on|is a fan of|switched|moved|migrated|lives|speaks|reports to|leads|manages|"
+    r"owns|drinks|eats|doesn't|does not|can't|cannot|needs|is allergic)\b)")
+
+
+def subject_of(text: str) -> str | None:
+    """The person (or named thing) a third-person statement is about: "Bob prefers
+    spaces", "Bob's manager is Carol" -> ``Bob``; None for a first-person statement or one
+    that starts with a pronoun, a determiner, a day or a known term ("Python uses ...")."""
+    m = _THIRD_PERSON.match(_LEADING.sub("", body(text)).strip())
+    if m is None:
+        return None
+    name = " ".join(m["name"].split())
+    first = name.split()[0].lower()
+    if first in _NOT_NAMES or _term(name, any_case=True) is not None:
+        return None
+    return name
 
 
 def named_scope(text: str) -> str | None:
@@ -247,4 +350,4 @@ def named_scope(text: str) -> str | None:
 
 
 __all__ = ["CATEGORIES", "Statement", "body", "category_of", "named_scope", "read",
-           "slot_attribute"]
+           "slot_attribute", "subject_of"]

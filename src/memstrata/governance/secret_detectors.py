@@ -5,7 +5,8 @@ priority and its pre-filter) and the table of them (vendor token formats, generi
 
 Every pattern starts with a literal or a character class, never with a look-behind or a
 case-insensitive group: the regex engine can then skip ahead in C. Boundary checks come
-right after the first character or in the locator (:mod:`.secret_locators`). With the
+right after the first character or in the locator (:mod:`.secret_locators`,
+:mod:`.pii_locators`). With the
 ``hints`` pre-filter, ordinary prose skips most detectors (``benchmarks/scan_speed.py``).
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+from . import pii_locators as pii
 from . import secret_locators as loc
 
 Kind = Literal["secret", "pii"]
@@ -92,6 +94,13 @@ def _at_word_start(locate: loc.Locator) -> loc.Locator:
 
 
 _DIGITS = tuple("0123456789")
+_MONTH = (r"(?i:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+          r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
+#: A whole date: 1987-03-14, 14/03/1987, 3.14.87, 14 March 1987, 14th of March, 1987,
+#: March 14, 1987 (one alternative per shape, no repetition inside another).
+_DATE = (r"\d{4}[./\-]\d{1,2}[./\-]\d{1,2}|\d{1,2}[./\-]\d{1,2}[./\-]\d{2,4}"
+         r"|\d{1,2}(?i:st|nd|rd|th)?[ \t]+(?:(?i:of)[ \t]+)?" + _MONTH + r"\.?,?[ \t]+\d{4}"
+         r"|" + _MONTH + r"\.?[ \t]+\d{1,2}(?i:st|nd|rd|th)?,?[ \t]+\d{4}")
 
 
 def builtin_detectors(threshold: float) -> list[Detector]:
@@ -118,9 +127,10 @@ def builtin_detectors(threshold: float) -> list[Detector]:
           ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "glcbt-", "glft-", "glimt-", "gloas-",
            "gr1348941")),
         # memstrata's own service keys (msk.<tenant, base64url>.<key id>.<secret>): one in
-        # memory would let any reader of it call the service as that key
+        # memory would let any reader of it call the service as that key. A tenant name is
+        # up to 128 characters of any script: 683 as base64url
         g("memstrata_api_key", "secret", _tok(
-            r"msk\.", r"[A-Za-z0-9_\-]{1,200}\.[0-9a-z]{26}\.[A-Za-z0-9_\-]{43}"), ph, v,
+            r"msk\.", r"[A-Za-z0-9_\-]{1,700}\.[0-9a-z]{26}\.[A-Za-z0-9_\-]{43}"), ph, v,
           ("msk.",)),
         g("anthropic_api_key", "secret", _tok(
             "sk-ant-", r"(?:api|admin|oat|ort|sid)\d{2}-[A-Za-z0-9_\-]{32,}"), ph, v, ("sk-ant-",)),
@@ -296,21 +306,44 @@ def builtin_detectors(threshold: float) -> list[Detector]:
         # --- personal data
         d("iban", "pii", rx(
             r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?"
-            r"(?![A-Za-z0-9])"), loc.iban, 40, _DIGITS),
-        d("payment_card", "pii", rx(r"\d(?<![\w\-.+]\d)(?:[ \-]?\d){12,18}(?!\w)"), loc.card, 35,
+            r"(?![A-Za-z0-9])"), pii.iban, 40, _DIGITS),
+        d("payment_card", "pii", rx(r"\d(?<![\w\-.+]\d)(?:[ \-]?\d){12,18}(?!\w)"), pii.card, 35,
           _DIGITS),
         d("email", "pii", rx(
             r"@(?<=[A-Za-z0-9_%+\-]@)(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+"
-            r"(?P<tld>[A-Za-z]{2,24})(?![A-Za-z0-9\-]|\.[A-Za-z0-9]|:[\w~/])"), loc.email, 30,
+            r"(?P<tld>[A-Za-z]{2,24})(?![A-Za-z0-9\-]|\.[A-Za-z0-9]|:[\w~/])"), pii.email, 30,
           ("@",)),
         d("phone", "pii", rx(
             r"\+(?<![\w+.\-/]\+)(?:\d{1,3}(?:[ .\-]\(?\d{1,8}\)?|[ ]?\(\d{1,5}\)){1,6}|\d{8,15})"
-            r"(?![\w\-]|[.+]\d)"), loc.phone, 20, ("+",)),
+            r"(?![\w\-]|[.+]\d)"), pii.phone, 20, ("+",)),
         d("phone", "pii", rx(
             r"[(2-9](?<![\w+.\-/(][(2-9])(?:(?<=\()[2-9]\d{2}\) ?|(?<=[2-9])\d{2}[ .\-])"
-            r"[2-9]\d{2}[ .\-]\d{4}(?!\d|[.\-]\d)"), loc.phone, 20, _DIGITS),
+            r"[2-9]\d{2}[ .\-]\d{4}(?!\d|[.\-]\d)"), pii.phone, 20, _DIGITS),
         d("phone", "pii", rx(r"0(?<![\w.+\-/]0)\d{1,4}(?:[ .\-/]?\d{2,8}){1,4}(?!\d)"),
-          loc.phone_with_context, 20, ("0",)),
+          pii.phone_with_context, 20, ("0",)),
+        # A US Social Security number: the 3-2-4 dashed shape on its own (validity rules
+        # in the locator; it starts at the first dash, rarer than a digit, and looks back
+        # over the area number), or nine digits right after the words that name one. Each
+        # hint costs every text a lookup (about 2 us per 4,000 characters): the rare
+        # spellings ("SS#", "D.O.B.") have none of their own.
+        d("us_ssn", "pii", rx(r"-(?<=[0-8]\d\d-)(?<![\w\-.+/][0-8]\d\d-)\d{2}-\d{4}"
+                              r"(?![\w\-]|[.,/]\d)"), pii.us_ssn, 25, ("-",)),
+        d("us_ssn", "pii", rx(
+            r"[Ss](?<![A-Za-z][Ss])(?i:sn|ocial[ \t]+security(?:[ \t]+(?:number|no\.?|num))?"
+            r"|s[ \t]?#)[^\d\n]{0,24}?(?P<secret>\d{3}[ \-]?\d{2}[ \-]?\d{4})(?![\d\-])"),
+          pii.ssn_with_context, 26, ("ssn", "social security")),
+        # A passport number, only right after the word (no shape of its own is specific).
+        d("passport_number", "pii", rx(
+            r"[Pp](?<![A-Za-z][Pp])(?i:assport)(?:[ \t]+(?i:number|no\.?|num|#|id))?"
+            r"[ \t]*(?:[:#=][ \t]*)?(?:(?i:is|was)[ \t]+)?(?P<secret>[A-Z0-9]{6,9})"
+            r"(?![A-Za-z0-9])"), pii.passport_number, 25, ("passport",)),
+        # A date of birth: a whole date right after "born (on)", "date of birth", "DOB",
+        # "birthday" (the date is checked in the locator).
+        d("date_of_birth", "pii", rx(
+            r"[BbDd](?<![A-Za-z][BbDd])(?i:orn(?:[ \t]+on)?|irth[ \t]?date|irthday|ate[ \t]+of"
+            r"[ \t]+birth|\.?o\.?b\.?)[ \t]*(?:[:=,\-][ \t]*)?(?:(?i:is|was|on)[ \t]+)?"
+            r"(?:(?i:the)[ \t]+)?(?P<secret>" + _DATE + r")(?!\w)"),
+          pii.date_of_birth, 25, ("born", "birth", "dob")),
     ]
 
 

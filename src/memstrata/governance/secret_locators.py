@@ -15,9 +15,7 @@ from collections.abc import Callable
 
 from .secret_values import (
     DESCRIPTOR_WORDS,
-    IBAN_LENGTHS,
     b64decode,
-    iban_valid,
     is_code,
     is_identifier,
     is_password_key,
@@ -25,7 +23,6 @@ from .secret_values import (
     is_secret_key,
     is_wordy,
     looks_random,
-    luhn_valid,
 )
 
 Locator = Callable[[re.Match[str]], "tuple[int, int] | None"]
@@ -198,83 +195,6 @@ def connection_password(m: re.Match[str]) -> tuple[int, int] | None:
     return None if is_placeholder(text[start:end]) else (start, end)
 
 
-_IMAGE_TLDS = frozenset({
-    "png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "bmp", "tif", "tiff", "js", "ts", "css",
-    "json", "yaml", "yml", "toml", "lock", "txt", "html", "pdf", "whl", "tgz",
-})
-
-
-_LOCAL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
-
-
-def email(m: re.Match[str]) -> tuple[int, int] | None:
-    """The pattern starts at ``@``; walk back over the local part (at most 64 characters)."""
-    if m.group("tld").lower() in _IMAGE_TLDS:
-        return None
-    text, start = m.string, m.start()
-    while start > 0 and m.start() - start < 64 and text[start - 1] in _LOCAL_CHARS:
-        start -= 1
-    while start < m.start() and not text[start].isalnum():
-        start += 1
-    if start == m.start() or (start > 0 and text[start - 1] in "/\\"):
-        return None  # no local part, or a path such as /pkg@1.2/x
-    if re.search(r"://[^\s/@]*:$", text[max(0, start - 200):start]):
-        return None  # the password half of user:password@host
-    return start, m.end()
-
-
-_PHONE_CONTEXT = re.compile(
-    r"(?i)\b(?:tel|telephone|phone|mobile|mob|cell|fax|call|ring|whatsapp|text|sms|handy"
-    r"|telefon|t[ée]l[ée]phone|t[ée]l|appelez|rufnummer|contact|reach)\b"
-)
-_NOT_PHONE_CONTEXT = re.compile(
-    r"(?i)(?:\b(?:order|invoice|ticket|ref|reference|serial|sku|tracking|account|acct|case|po"
-    r"|isbn|id)\b|#|\bno\.)[^\n]{0,12}$"
-)
-
-
-def phone(m: re.Match[str]) -> tuple[int, int] | None:
-    digits = sum(c.isdigit() for c in m.group(0))
-    if not 8 <= digits <= 15:
-        return None
-    before = m.string[max(0, m.start() - 30):m.start()]
-    if _NOT_PHONE_CONTEXT.search(before) and not _PHONE_CONTEXT.search(before):
-        return None
-    return m.span()
-
-
-def phone_with_context(m: re.Match[str]) -> tuple[int, int] | None:
-    """A national number (trunk prefix 0) only counts after a word such as "tel" or "mobile"."""
-    digits = sum(c.isdigit() for c in m.group(0))
-    if not 9 <= digits <= 12:
-        return None
-    before = m.string[max(0, m.start() - 24):m.start()]
-    return m.span() if _PHONE_CONTEXT.search(before) and "\n" not in before[-3:] else None
-
-
-_CARD_PREFIX = re.compile(
-    r"4|5[1-5]|2(?:22[1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720)|3[47]|6(?:011|4[4-9]|5)"
-    r"|35(?:2[89]|[3-8]\d)|3(?:0[0-5]|[689])|62"
-)
-
-
-def card(m: re.Match[str]) -> tuple[int, int] | None:
-    raw = m.group(0)
-    groups = re.split(r"[ -]", raw)
-    digits = "".join(groups)
-    if not 13 <= len(digits) <= 19 or not _CARD_PREFIX.match(digits) or not luhn_valid(digits):
-        return None
-    if len(groups) == 1 and len(digits) not in (15, 16):
-        return None  # a long bare integer is far more often an ID than a card
-    if len(groups) > 1:
-        seps = set(re.findall(r"[ -]", raw))
-        sizes = [len(g) for g in groups]
-        regular = all(s == 4 for s in sizes[:-1]) and 1 <= sizes[-1] <= 4
-        if len(seps) > 1 or not (regular or sizes == [4, 6, 5] or sizes == [4, 6, 4]):
-            return None
-    return m.span()
-
-
 def telegram(m: re.Match[str]) -> tuple[int, int] | None:
     """``<bot id>:AA<35>``; the pattern starts at ``:AA`` so walk back over the 8-10 digit id."""
     text, start = m.string, m.start()
@@ -286,23 +206,6 @@ def telegram(m: re.Match[str]) -> tuple[int, int] | None:
     if start > 0 and text[start - 1].isalnum() and not text[:start].endswith("/bot"):
         return None  # part of a longer word; /bot<id>:<token> is the API URL form
     return None if is_placeholder(text[m.start():m.end()]) else (start, m.end())
-
-
-def iban(m: re.Match[str]) -> tuple[int, int] | None:
-    text = m.string
-    start, end = m.span()
-    expected = IBAN_LENGTHS.get(text[start:start + 2])
-    if expected is None:
-        return None
-    # The pattern may run into a following upper-case word; cut at the country length.
-    count, pos = 0, start
-    while pos < end and count < expected:
-        if text[pos] != " ":
-            count += 1
-        pos += 1
-    if count < expected or not iban_valid(text[start:pos]):
-        return None
-    return start, pos
 
 
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -465,11 +368,19 @@ def prose_secret(threshold: float) -> Locator:
         quoted_key = _QUOTED_KEY.match(text, pos) if m.start() > 0 and \
             text[m.start() - 1] in "\"'" else None
         if quoted_key is not None:
-            # a mapping's key ("key": "k", "lg": 1, "ns": ["5f7c..."]): its value is the one
-            # word after the colon, never a word of the entries that follow it
-            pos = quoted_key.end() - 1
-            value_word = re.compile(r"\S+").search(text, quoted_key.end(), limit)
-            limit = value_word.end() if value_word is not None else quoted_key.end()
+            # a mapping's key ("key": "k", "lg": 1, "ns": ["5f7c..."]): its value is what
+            # follows the colon, never an entry after it. A string is read to its closing
+            # quote (a sentence in it too: "the new one is X"), an object or a list to the
+            # end of the window ({"value": X}), a bare value (a number, true) alone
+            value_at = quoted_key.end()
+            opener = text[value_at:value_at + 1]
+            pos = value_at - 1  # a word of the value never starts the window
+            if opener and opener in "\"'":
+                close = text.find(opener, value_at + 1, limit)
+                limit = close if close >= 0 else limit
+            elif not opener or opener not in "{[":
+                value_word = re.compile(r"\S+").search(text, value_at, limit)
+                limit = value_word.end() if value_word is not None else value_at
         if _PROSE_CANDIDATE.search(text, pos, limit) is None:
             return None  # nothing long enough to be a secret follows
         for word in re.finditer(r"\S+", text[pos:limit]):
@@ -518,15 +429,12 @@ __all__ = [
     "azure_bare_key",
     "basic_auth",
     "bearer_locator",
-    "card",
     "cli_password",
     "connection_password",
     "discord_bot",
-    "email",
     "encoded_private_key",
     "flag_secret",
     "generic_locator",
-    "iban",
     "jwt",
     "mixed_token",
     "mysql_password",
@@ -534,8 +442,6 @@ __all__ = [
     "password_assignment",
     "password_prose",
     "password_value",
-    "phone",
-    "phone_with_context",
     "prose_secret",
     "sas_signature",
     "sentry_dsn",

@@ -11,6 +11,12 @@ Contract:
   ``rejected``.
 - By id: with ``scope`` the fact must apply to it and be readable (NotFound otherwise).
   Review writes no SQL of its own: the facts layer owns the table.
+- Task checkpoints follow the decision: in the same transaction, every open task whose
+  current checkpoint lists the fact under ``pending_identity_changes`` (``fact:ID ...``,
+  as extraction with ``task=`` writes it) gets a new version without it, through the
+  checkpoints layer (:func:`memstrata.extraction.run.sync_pending_identity`, the one rule
+  for that list); a closed task is left as it closed. So the session context and
+  ``get_current_task`` never offer an approved or rejected claim as pending.
 """
 
 from __future__ import annotations
@@ -24,20 +30,26 @@ from ..governance.policy import Candidate
 from ..governance.safety import person_arg, screened_arg
 from ..inputs import record_id_arg, text_arg
 from ..models import Fact, Scope, WriteResult, build
-from ..store.base import Database
+from ..store.base import Database, Tx
+from .checkpoints import Checkpoints
 from .facts import Facts
 from .indexing import RecordIndex
+from .selector import Selector
 
 
 @checked_calls
 class Review:
     """The review queue; reached as ``mem.review``."""
 
-    def __init__(self, db: Database, facts: Facts, index: RecordIndex, clock: Clock) -> None:
+    def __init__(self, db: Database, facts: Facts, index: RecordIndex, clock: Clock, *,
+                 checkpoints: Checkpoints | None = None) -> None:
         self._db = db
         self._facts = facts
         self._index = index
         self._clock = clock
+        #: The checkpoints layer, which writes the task lists a decision changes.
+        self._checkpoints = checkpoints if checkpoints is not None else \
+            Checkpoints(db, clock, index=index)
 
     def pending(self, scope: Scope | dict[str, Any], *, principal: str | None = None,
                 limit: int = 200) -> list[Fact]:
@@ -90,6 +102,7 @@ class Review:
                 edited = cand.claim
             record, old = self._facts.activate_in(tx, fact, reviewer=person, claim=edited,
                                                 vector=vector, now=now)
+            self._sync_tasks(tx, record)
         if old is not None:
             return WriteResult(status="superseding", record=record, superseded=old,
                                reason=f"approved by {person}; supersedes {old.ref}")
@@ -109,7 +122,34 @@ class Review:
             fact = self._facts.get_in(tx, tenant, fact_id, sc, principal)
             if fact.status != "pending_review":
                 raise Conflict(f"fact {fact.id} is {fact.status}, not pending review")
-            return self._facts.reject_in(tx, fact, reason=reason, now=self._clock.now())
+            rejected = self._facts.reject_in(tx, fact, reason=reason, now=self._clock.now())
+            self._sync_tasks(tx, rejected)
+            return rejected
+
+    def _sync_tasks(self, tx: Tx, fact: Fact) -> None:
+        """Drop the decided ``fact`` from the pending identity changes of every open task
+        whose checkpoint lists it (inside the decision's transaction: both or neither)."""
+        from ..extraction.run import sync_pending_identity
+
+        listing = self._checkpoints.selected(tx, Selector(scope=fact.scope, match=fact.ref))
+        tasks = sorted({(row["scope_key"], row["task"]) for row in
+                        (listing.rows if listing is not None else [])})
+        for key, task in tasks:
+            scope = _scope_of_key(fact.scope.tenant, key)
+            current = self._checkpoints.current(scope, task)
+            if current is None or current.status == "closed":
+                continue  # a closed task keeps its last words; it is out of every context
+            if any(line.split(" ", 1)[0] == fact.ref
+                   for line in current.pending_identity_changes):
+                sync_pending_identity(self._facts, self._checkpoints, scope, task)
+
+
+def _scope_of_key(tenant: str, key: str) -> Scope:
+    """The scope a row's ``scope_key`` (:attr:`Scope.key`: ``u=..;p=..;a=..``) names; a
+    name holds no ``;``, and its first ``=`` ends the field's letter."""
+    fields = dict(part.partition("=")[::2] for part in key.split(";"))
+    return Scope(tenant=tenant, user=fields.get("u") or None,
+                 project=fields.get("p") or None, agent=fields.get("a") or None)
 
 
 def _person(by: str | None, reviewer: str | None) -> str:
