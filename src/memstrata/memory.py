@@ -363,7 +363,8 @@ class Run:
         self.task = None if task is None else task_arg(task)
         self.run_id = (new_id() if run_id is None or run_id == "" else
                        run_id_arg(run_id))
-        self.scratch = Scratch(mem.scratch_store, mem.clock, scope, self.run_id, ttl)
+        self.scratch = Scratch(mem.scratch_store, mem.clock, scope, self.run_id, ttl,
+                               runs=mem.runs)
         self.checkpoint = RunCheckpoint(mem, scope, self.task, self.run_id)
         self.ledger = RunLedger(mem, scope, self.run_id)
         self._open = False

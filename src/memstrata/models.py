@@ -41,7 +41,7 @@ FactStatus = Literal["active", "pending_review", "superseded", "retired", "expir
 #: Every status a fact may have (:data:`FactStatus`), in order.
 FACT_STATUSES: tuple[str, ...] = get_args(FactStatus)
 EpisodeStatus = Literal["current", "superseded", "expired"]
-OperationStatus = Literal["pending", "succeeded", "failed", "unknown"]
+OperationStatus = Literal["pending", "in_progress", "succeeded", "failed", "unknown"]
 WriteStatus = Literal["committed", "superseding", "duplicate", "pending", "rejected"]
 Decision = Literal["planning", "lookup", "side_effect", "recovery"]
 Layer = Literal["identity", "facts", "episodes", "checkpoint", "procedures", "scratch", "ledger"]
@@ -320,6 +320,10 @@ class Operation(_Model):
     created_at: datetime
     updated_at: datetime
     resumed: bool = False
+    #: What a begin of this existing key gave as its intent, when its words differ from the
+    #: stored intent (which stays): a reworded restart, or another side effect that needs a
+    #: key of its own.
+    requested_intent: str | None = None
 
 
 class Hit(_Model):

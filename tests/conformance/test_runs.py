@@ -103,7 +103,7 @@ def test_fresh_process_resumes_checkpoint_and_ledger(store_url: str, alice: Scop
         scope = Scope(user="alice", project="docs-site")
         with mem.run(scope, task="release-v17") as run:
             cp = run.checkpoint.load()
-            op = run.ledger.begin("publish:release-notes:v17", intent="a NEW intent")
+            op = run.ledger.begin("publish:release-notes:v17", intent="POST notes to CMS")
             print(cp.next_action, "|", op.key, op.status, op.intent, op.resumed, op.attempts)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

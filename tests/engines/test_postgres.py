@@ -503,7 +503,7 @@ def test_fresh_process_resumes_checkpoint_and_ledger(pg: AppDatabase) -> None:
         mem = Memory.open({pg.app_url!r}, embedder=None)
         with mem.run(Scope(user="alice", project="docs-site"), task="release-v17") as run:
             cp = run.checkpoint.load()
-            op = run.ledger.begin("publish:v17", intent="a NEW intent")
+            op = run.ledger.begin("publish:v17", intent="POST notes")
             print(cp.next_action, "|", op.status, op.intent, op.resumed, op.attempts)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -300,11 +300,12 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(user=user_st, key=st.sampled_from(KEYS), tag=tag_st)
     def begin(self, user: str, key: str, tag: str) -> None:
         self._step()
-        op = self.mem.ledger.begin(self.scopes[user], key, intent=f"do {tag}")
+        # one intent per key (another one for a stored key is a Conflict)
+        op = self.mem.ledger.begin(self.scopes[user], key, intent=f"do {key}")
         entry = self.m.ledger.get((user, key))
         if entry is None:
             assert not op.resumed and op.status == "pending"
-            self.m.ledger[(user, key)] = ["pending", None, f"do {tag}"]
+            self.m.ledger[(user, key)] = ["pending", None, f"do {key}"]
             return
         assert op.resumed
         if entry[0] == "failed":

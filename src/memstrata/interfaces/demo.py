@@ -203,7 +203,8 @@ class _Story:
     def publish_with_crash(self, blog: _Blog) -> None:
         self.step("4. Publishing exactly once, across a crash",
                   "Worker B records the intent in the ledger, publishes, and crashes before "
-                  "recording success. Worker C finds the key 'unknown', reconciles with the "
+                  "recording success. Twenty minutes on (its lease run out), worker C finds the "
+                  "key 'unknown', reconciles with the "
                   "blog instead of publishing again, and completes it.")
         with self.worker("worker B") as mem:
             tools = ToolDispatcher(mem, self.alice, task=TASK)
@@ -212,6 +213,8 @@ class _Story:
             post = blog.publish(PUBLISH_KEY, "v17 release notes")
             self.console.print(f"  blog.publish → {post}")
             self.console.print("  [red]worker B crashes before complete_operation[/red]")
+        # a crashed run records no end: its key reads in_progress until its lease runs out
+        self.clock.advance(minutes=20)
         with self.worker("worker C") as mem:
             tools = ToolDispatcher(mem, self.alice, task=TASK)
             began = print_call(self.console, tools, "begin_operation",

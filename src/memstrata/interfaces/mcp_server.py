@@ -79,9 +79,11 @@ While working:
 - scratch_write / scratch_read / scratch_list hold values for this session only; they are
   discarded when the session ends and never become durable memory.
 - Before any side effect (publish, send, pay, deploy): begin_operation with a stable key.
-  If it reports "succeeded", do not repeat it; "unknown" means an earlier run began it and
-  never finished, so check the external system first. Afterwards, complete_operation with
-  the external reference (or the error).
+  If it reports "succeeded", do not repeat it; "in_progress" means another live run is
+  doing it: do not repeat it, begin again later; "unknown" means an earlier run began it and
+  never finished, so check the external system first: complete_operation with its reference
+  if it happened, else complete_operation with error=..., then begin_operation to retry.
+  Afterwards, complete_operation with the external reference (or the error).
 - save_checkpoint after each meaningful step, so a fresh worker can resume.
 - log_episode for events worth finding later (what happened, when, where observed).
 

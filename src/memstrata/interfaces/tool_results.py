@@ -1,5 +1,7 @@
-"""The JSON schemas of what each tool returns (MCP ``outputSchema``), and the tidying of
-the argument schemas pydantic generates (:func:`tidy_schema`).
+"""What each tool returns: the JSON schemas of its results (MCP ``outputSchema``), the
+shapes the handlers build them with (a fact, a hit, a checkpoint, a write's receipt, a
+forget's counts, a library error), and the tidying of the argument schemas pydantic
+generates (:func:`tidy_schema`).
 
 Contract: :data:`RESULT_SCHEMAS` has one schema per tool of
 :data:`memstrata.interfaces.tools.TOOLS`, describing the dict its handler returns on success
@@ -11,7 +13,11 @@ client, which validates each result against these schemas.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+
+from ..errors import MemstrataError
+from ..models import Checkpoint, Fact, ForgetReport, Hit, WriteResult
 
 STR: dict[str, Any] = {"type": "string"}
 NSTR: dict[str, Any] = {"type": ["string", "null"]}
@@ -84,7 +90,8 @@ RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
     "scratch_read": obj({"key": STR, "found": BOOL, "value": NSTR}),
     "scratch_list": obj({"prefix": STR, "keys": STRS}),
     "begin_operation": obj({"key": STR, "status": STR, "resumed": BOOL, "attempts": INT,
-                            "external_ref": NSTR, "advice": STR}),
+                            "external_ref": NSTR, "intent": STR, "advice": STR},
+                           {"requested_intent": STR}),
     "complete_operation": obj({"key": STR, "status": STR, "external_ref": NSTR}),
     "forget": obj({"dry_run": BOOL, "total": INT,
                    "counts": {"type": "object", "additionalProperties": INT}},
@@ -95,4 +102,66 @@ RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
     "retire_fact": obj({"retired": STR, "status": STR}),
 }
 
-__all__ = ["FACT", "HIT", "RESULT_SCHEMAS", "tidy_schema"]
+# -- what the handlers return -----------------------------------------------
+
+def date_text(value: datetime | None) -> str | None:
+    return value.date().isoformat() if value is not None else None
+
+
+def fact_result(f: Fact, now: datetime) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "ref": f.ref, "kind": f.kind, "subject": f.subject, "attribute": f.attribute,
+        "claim": f.claim, "tier": f.tier, "actor": f.provenance.actor,
+        "source": f.provenance.source, "since": date_text(f.valid_from or f.created_at),
+    }
+    if f.is_stale(now):
+        out["stale"] = True
+    if f.flags:
+        out["flags"] = list(f.flags)
+    return out
+
+
+def hit_result(h: Hit) -> dict[str, Any]:
+    out: dict[str, Any] = h.model_dump(mode="json", exclude_none=True,
+                                       exclude={"scope", "tokens"})
+    if h.scope is not None and h.scope.project is not None:
+        out["project"] = h.scope.project  # a project's own record, or one that follows a user
+    return out
+
+
+def checkpoint_result(cp: Checkpoint) -> dict[str, Any]:
+    return cp.model_dump(mode="json", exclude={"scope"})
+
+
+def write_receipt(res: WriteResult) -> dict[str, Any]:
+    """What a write through the policy returns to its caller: status, reason, the record's
+    reference, what it superseded and the detectors that fired (never the content)."""
+    out: dict[str, Any] = {"status": res.status, "reason": res.reason}
+    if res.record is not None:
+        out["ref"] = res.record.ref
+    if res.superseded is not None:
+        out["superseded"] = res.superseded.ref
+    if res.detectors:
+        out["detectors"] = list(res.detectors)
+    return out
+
+
+def forget_result(report: ForgetReport) -> dict[str, Any]:
+    """What a forget returns to a model or a service client: the counts, and what it left
+    (``kept``) and why (``notes``) when it left anything."""
+    out: dict[str, Any] = {"dry_run": report.dry_run, "total": report.total,
+                           "counts": report.counts}
+    if report.kept:
+        out["kept"] = report.kept
+    if report.notes:
+        out["notes"] = report.notes
+    return out
+
+
+def error_result(exc: MemstrataError) -> dict[str, Any]:
+    """The structured form of a library error."""
+    return {"error": exc.message, "hint": exc.hint, "type": type(exc).__name__}
+
+
+__all__ = ["FACT", "HIT", "RESULT_SCHEMAS", "checkpoint_result", "date_text", "error_result",
+           "fact_result", "forget_result", "hit_result", "tidy_schema", "write_receipt"]

@@ -19,7 +19,10 @@ Contract:
   lazily, ended by :meth:`ToolDispatcher.close`, which discards the run's
   scratchpad). Opening and ending are atomic: calls made in parallel from several threads
   (an MCP client's parallel tool calls) open exactly one run. A new dispatcher is a new
-  run: a ledger key begun by a run that died reads ``unknown`` to the next one.
+  run: a ledger key another open run began reads ``in_progress`` to it, one left by a run
+  that ended or died (went quiet for the ledger's lease) reads ``unknown``
+  (:mod:`memstrata.layers.ledger`); ``begin_operation``'s ``advice`` says what to do next
+  for each status, in calls that work.
 - ``propose_memory`` and ``log_episode`` write as :func:`write_actor` says: the
   dispatcher's actor (``agent`` by default), lowered to ``tool``/``agent`` when the call
   says the words are a tool's or the agent's (``origin``) or its source is a URL or file
@@ -34,7 +37,6 @@ import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -67,17 +69,21 @@ from ..governance.safety import write_actor
 from ..inputs import bool_arg
 from ..layers.episode_records import EpisodeInput, run_thread
 from ..models import (
-    Checkpoint,
-    Fact,
-    ForgetReport,
-    Hit,
     Scope,
-    WriteResult,
     build,
     make_scope,
 )
 from ..retrieval.context import quarantined_fields
-from .tool_results import RESULT_SCHEMAS, tidy_schema
+from .tool_results import (
+    RESULT_SCHEMAS,
+    checkpoint_result,
+    error_result,
+    fact_result,
+    forget_result,
+    hit_result,
+    tidy_schema,
+    write_receipt,
+)
 
 if TYPE_CHECKING:
     from ..memory import Memory, Run
@@ -125,37 +131,6 @@ class ToolDef:
         return RESULT_SCHEMAS[self.name]
 
 
-# -- result shapes ------------------------------------------------------------
-
-def _date(value: datetime | None) -> str | None:
-    return value.date().isoformat() if value is not None else None
-
-
-def _fact(f: Fact, now: datetime) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "ref": f.ref, "kind": f.kind, "subject": f.subject, "attribute": f.attribute,
-        "claim": f.claim, "tier": f.tier, "actor": f.provenance.actor,
-        "source": f.provenance.source, "since": _date(f.valid_from or f.created_at),
-    }
-    if f.is_stale(now):
-        out["stale"] = True
-    if f.flags:
-        out["flags"] = list(f.flags)
-    return out
-
-
-def _hit(h: Hit) -> dict[str, Any]:
-    out: dict[str, Any] = h.model_dump(mode="json", exclude_none=True,
-                                       exclude={"scope", "tokens"})
-    if h.scope is not None and h.scope.project is not None:
-        out["project"] = h.scope.project  # a project's own record, or one that follows a user
-    return out
-
-
-def _checkpoint(cp: Checkpoint) -> dict[str, Any]:
-    return cp.model_dump(mode="json", exclude={"scope"})
-
-
 # -- handlers -----------------------------------------------------------------
 
 def _get_current_task(d: ToolDispatcher, a: GetCurrentTaskArgs) -> dict[str, Any]:
@@ -167,7 +142,7 @@ def _get_current_task(d: ToolDispatcher, a: GetCurrentTaskArgs) -> dict[str, Any
     if cp is None:
         return {"task": task, "checkpoint": None,
                 "note": "no checkpoint saved yet for this task: start from its objective"}
-    out: dict[str, Any] = {"task": task, "checkpoint": _checkpoint(cp)}
+    out: dict[str, Any] = {"task": task, "checkpoint": checkpoint_result(cp)}
     flagged = quarantined_fields(cp)
     if flagged:  # the task's own state, read first: never an order hidden in it
         out["quarantined"] = flagged
@@ -199,8 +174,8 @@ def _get_durable_records(d: ToolDispatcher, a: GetDurableRecordsArgs) -> dict[st
     identity = d.mem.facts.current(d.scope, limit=200, tier="identity", principal=d.principal)
     standard = d.mem.facts.current(d.scope, limit=a.limit, tier="standard", kind=a.kind,
                                    principal=d.principal)
-    return {"identity": [_fact(f, now) for f in identity],
-            "facts": [_fact(f, now) for f in standard],
+    return {"identity": [fact_result(f, now) for f in identity],
+            "facts": [fact_result(f, now) for f in standard],
             "note": "identity always applies; facts marked stale need re-checking before a "
                     "consequential action"}
 
@@ -208,7 +183,7 @@ def _get_durable_records(d: ToolDispatcher, a: GetDurableRecordsArgs) -> dict[st
 def _search_history(d: ToolDispatcher, a: SearchHistoryArgs) -> dict[str, Any]:
     hits = d.mem.episodes.search(d.scope, a.query, k=a.k, since=a.since, until=a.until,
                                  principal=d.principal)
-    out: dict[str, Any] = {"query": a.query, "hits": [_hit(h) for h in hits]}
+    out: dict[str, Any] = {"query": a.query, "hits": [hit_result(h) for h in hits]}
     if not hits:
         out["note"] = "nothing found; that is a valid answer"
     return out
@@ -218,22 +193,9 @@ def _recall(d: ToolDispatcher, a: RecallArgs) -> dict[str, Any]:
     res = d.mem.recall(d.scope, a.query, decision=a.decision, layers=a.layers, k=a.k,
                        budget_tokens=a.budget_tokens, principal=d.principal, since=a.since,
                        until=a.until)
-    return {"query": res.query, "decision": res.decision, "items": [_hit(h) for h in res.items],
-            "tokens": res.tokens, "considered": res.considered,
-            "empty_reason": res.empty_reason}
-
-
-def write_receipt(res: WriteResult) -> dict[str, Any]:
-    """What a write through the policy returns to its caller: status, reason, the record's
-    reference, what it superseded and the detectors that fired (never the content)."""
-    out: dict[str, Any] = {"status": res.status, "reason": res.reason}
-    if res.record is not None:
-        out["ref"] = res.record.ref
-    if res.superseded is not None:
-        out["superseded"] = res.superseded.ref
-    if res.detectors:
-        out["detectors"] = list(res.detectors)
-    return out
+    return {"query": res.query, "decision": res.decision,
+            "items": [hit_result(h) for h in res.items], "tokens": res.tokens,
+            "considered": res.considered, "empty_reason": res.empty_reason}
 
 
 #: Sources that name something read, not said: a URL, a file, a tool's output.
@@ -264,7 +226,7 @@ def _feedback(d: ToolDispatcher, a: FeedbackArgs) -> dict[str, Any]:
 def _list_facts(d: ToolDispatcher, a: ListFactsArgs) -> dict[str, Any]:
     now = d.mem.clock.now()
     found = d.mem.facts.list(d.scope, status=a.status, principal=d.principal, limit=a.limit)
-    return {"facts": [{**_fact(f, now), "status": f.status} for f in found]}
+    return {"facts": [{**fact_result(f, now), "status": f.status} for f in found]}
 
 
 def _retire_fact(d: ToolDispatcher, a: RetireFactArgs) -> dict[str, Any]:
@@ -308,19 +270,32 @@ def _scratch_list(d: ToolDispatcher, a: ScratchListArgs) -> dict[str, Any]:
 
 _ADVICE = {
     ("pending", False): "recorded: perform the side effect now, then call complete_operation",
-    ("pending", True): "this run already began it: finish it, then call complete_operation",
+    ("pending", True): "this run holds it: perform the side effect if you have not yet, then "
+                       "call complete_operation",
+    ("in_progress", True): "another run that is still open began this and has not finished: "
+                           "do not repeat it; wait, then call begin_operation again later to "
+                           "see its status",
     ("succeeded", True): "already done: do not repeat the side effect",
-    ("unknown", True): "an earlier run began this and never finished: check the external "
-                       "system first; complete_operation if it happened, otherwise retry",
-    ("failed", True): "it failed before; retrying is allowed",
+    ("unknown", True): "a run began this and ended (or went quiet) without finishing: it may "
+                       "or may not have happened. Check the external system first: if it "
+                       "happened, call complete_operation with its external_ref; if it did "
+                       "not, call complete_operation with error='...' (it becomes failed), "
+                       "then begin_operation again to retry",
 }
 
 
 def _begin_operation(d: ToolDispatcher, a: BeginOperationArgs) -> dict[str, Any]:
     op = d.run.ledger.begin(a.key, intent=a.intent)
-    return {"key": op.key, "status": op.status, "resumed": op.resumed, "attempts": op.attempts,
-            "external_ref": op.external_ref,
-            "advice": _ADVICE.get((op.status, op.resumed), "")}
+    out: dict[str, Any] = {"key": op.key, "status": op.status, "resumed": op.resumed,
+                           "attempts": op.attempts, "external_ref": op.external_ref,
+                           "intent": op.intent,
+                           "advice": _ADVICE.get((op.status, op.resumed), "")}
+    if op.requested_intent is not None:
+        out["requested_intent"] = op.requested_intent
+        out["advice"] = (f"this key was begun for {op.intent!r}, not {op.requested_intent!r}: "
+                         "this is that operation. If yours is another side effect, begin it "
+                         "under a new key. " + out["advice"])
+    return out
 
 
 def _complete_operation(d: ToolDispatcher, a: CompleteOperationArgs) -> dict[str, Any]:
@@ -339,18 +314,6 @@ def _forget(d: ToolDispatcher, a: ForgetArgs) -> dict[str, Any]:
                                       dry_run=a.dry_run,
                                       principal=d.principal or d.scope.user, as_reader=True,
                                       actor=d.changer))
-
-
-def forget_result(report: ForgetReport) -> dict[str, Any]:
-    """What a forget returns to a model or a service client: the counts, and what it left
-    (``kept``) and why (``notes``) when it left anything."""
-    out: dict[str, Any] = {"dry_run": report.dry_run, "total": report.total,
-                           "counts": report.counts}
-    if report.kept:
-        out["kept"] = report.kept
-    if report.notes:
-        out["notes"] = report.notes
-    return out
 
 
 TOOLS: tuple[ToolDef, ...] = (
@@ -402,7 +365,10 @@ TOOLS: tuple[ToolDef, ...] = (
             ScratchListArgs, _scratch_list, read_only=True),
     ToolDef("begin_operation",
             "Before a side effect (publish, send, pay), record its idempotency key. If the key "
-            "already exists you get its status instead: never repeat a succeeded operation.",
+            "already exists you get its status and advice instead: never repeat a succeeded "
+            "or in_progress operation. A key names one side effect: begun again with other "
+            "words, it answers with the stored intent and requested_intent (use a new key for "
+            "another side effect).",
             BeginOperationArgs, _begin_operation, idempotent=True),
     ToolDef("complete_operation",
             "After the side effect, record that it happened (with the external reference) or "
@@ -434,11 +400,6 @@ TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOLS}
 
 
 # -- dispatch -----------------------------------------------------------------
-
-def error_result(exc: MemstrataError) -> dict[str, Any]:
-    """The structured form of a library error."""
-    return {"error": exc.message, "hint": exc.hint, "type": type(exc).__name__}
-
 
 def _argument_error(tool: ToolDef, exc: pydantic.ValidationError,
                     scope: Scope) -> dict[str, Any]:

@@ -13,7 +13,10 @@ Contract:
 - ``close(scope, task, outcome=...)`` ends a task with a last ``closed`` version: it leaves
   ``tasks()``, working context and session context, its history stays; saving again
   reopens it; an outcome is also logged as an episode (by the facade's callback, in the
-  same transaction: both or neither).
+  same transaction: both or neither). Closing a closed task again returns its closing
+  version when it names no outcome or the same one (compared with whitespace runs and
+  ends ignored); another outcome is a :class:`~memstrata.errors.Conflict` naming both,
+  and nothing changes (to record another ending, save, which reopens it, then close).
 - Handoffs: the earlier versions of every task and all versions of a closed one are
   searchable (:meth:`Checkpoints.handoffs_in`, read by the ranker when recall is asked for
   the ``handoffs`` layer); what a version is matched by is :meth:`Checkpoints.text_of`,
@@ -33,7 +36,7 @@ from typing import Any
 
 from ..calls import checked_calls
 from ..clock import Clock, from_text
-from ..errors import NotFound, ValidationError
+from ..errors import Conflict, NotFound, ValidationError
 from ..governance.safety import identifier_arg, redact_secrets, screened_arg
 from ..inputs import MAX_NAME, MAX_TEXT, clean_text, date_arg, text_arg
 from ..models import CHECKPOINT_FIELDS, Checkpoint, Scope, make_scope
@@ -55,7 +58,9 @@ def task_arg(task: Any) -> str:
                           hint="name the task, e.g. release-v17")
 
 
-def _clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
+def clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Checkpoint fields as a save stores them (names, types, sizes checked; secrets
+    redacted): a ValidationError before anything is written, for every caller that saves."""
     out: dict[str, Any] = {}
     for name, value in fields.items():
         if name not in CHECKPOINT_FIELDS:
@@ -139,7 +144,7 @@ class Checkpoints:
         if not fields:
             raise ValidationError("save needs at least one field",
                                   hint="fields: " + ", ".join(CHECKPOINT_FIELDS))
-        clean = _clean_fields(fields)
+        clean = clean_fields(fields)
 
         def build(prev: Row | None) -> dict[str, Any]:
             data = json.loads(prev["data"]) if prev else {}
@@ -209,7 +214,8 @@ class Checkpoints:
               by: str | None = None) -> Checkpoint:
         """End a task: a last version marked ``closed`` (with the outcome, if any). The task
         leaves working context and session context; its versions stay, and saving again
-        reopens it. An outcome is also logged as an episode."""
+        reopens it. An outcome is also logged as an episode. A closed task closed again
+        with another outcome is a Conflict (see the module docstring)."""
         scope = make_scope(scope)
         task = task_arg(task)
         if outcome is not None:
@@ -222,8 +228,17 @@ class Checkpoints:
                 raise NotFound(f"no checkpoint for task {task!r} in {scope}",
                                hint="save a checkpoint before closing the task")
             data: dict[str, Any] = json.loads(prev["data"])
-            if data.get("closed"):
-                return None  # closed already: the closing version is the answer
+            closed = data.get("closed")
+            if closed:
+                kept = closed.get("outcome")
+                if outcome is None or (kept or "").split() == outcome.split():
+                    return None  # closed already, as asked: the closing version is the answer
+                raise Conflict(
+                    f"task {task!r} is already closed (at {closed.get('at')}) with outcome "
+                    f"{kept!r}; this close gives {outcome!r}",
+                    hint="a closed task keeps its outcome: to record another ending, save a "
+                         "checkpoint (it reopens the task), then close it again")
+            data["closed"] = {"at": now.isoformat(), "outcome": outcome}
             data["closed"] = {"at": now.isoformat(), "outcome": outcome}
             return data
 
@@ -380,4 +395,4 @@ def vector_ids(chosen: Versions | None) -> list[str]:
             for r in (chosen.rows if chosen is not None else [])]
 
 
-__all__ = ["Checkpoints", "checkpoint_from_row", "task_arg", "vector_ids"]
+__all__ = ["Checkpoints", "checkpoint_from_row", "clean_fields", "task_arg", "vector_ids"]

@@ -1,8 +1,11 @@
 """Runs: when an agent's run began and ended, and its task; the only writer of ``runs``.
 
 Contract:
-- ``start(scope, run_id, task)`` records a run once (idempotent for the same id);
-  ``end(scope, run_id)`` records its end. A run id names a run of one scope: another
+- ``start(scope, run_id, task)`` records a run once (idempotent for the same id; starting
+  an ended run again reopens it: the run is working again); ``end(scope, run_id)``
+  records its end. A run is *open* from its start to its end; it has *ended* when the
+  table records an end (:func:`run_ended`, the one rule the ledger and the scratchpad ask).
+  A run that was never recorded has not ended. A run id names a run of one scope: another
   scope's run of the same id is another run, with its own scratchpad. A run's scratchpad
   is discarded by :class:`memstrata.memory.Run` when it ends; its checkpoint and ledger
   entries stay.
@@ -31,6 +34,17 @@ def run_id_arg(run_id: Any) -> str:
     ``MAX_NAME`` characters that holds no secret."""
     return identifier_arg(run_id, "run_id", max_len=MAX_NAME)
 
+
+def run_ended(tx: Tx, scope: Scope, run_id: str | None) -> bool:
+    """Inside the caller's transaction: whether the runs table records the end of run
+    ``run_id`` of ``scope`` (False for a run still open, and for one never recorded)."""
+    if run_id is None:
+        return False
+    row = tx.one("SELECT ended_at FROM runs WHERE tenant = ? AND scope_key = ? AND run_id = ?",
+                 (scope.tenant, scope.key, run_id))
+    return row is not None and row["ended_at"] is not None
+
+
 @checked_calls
 class Runs:
     """The run log."""
@@ -47,9 +61,11 @@ class Runs:
         if task is not None:
             task = task_arg(task)
         with self._db.transaction(scope.tenant) as tx:
+            # a run entered again (a service's run named by its key, a resumed run id) is
+            # working again: its end is cleared, so its scratchpad takes writes
             tx.execute(f"INSERT INTO runs ({SCOPE_COLUMNS}, run_id, task, started_at) VALUES "
                        "(?, ?, ?, ?, ?, ?, ?, ?) "
-                       "ON CONFLICT (tenant, scope_key, run_id) DO NOTHING",
+                       "ON CONFLICT (tenant, scope_key, run_id) DO UPDATE SET ended_at = NULL",
                        (*scope_values(scope), run_id, task, self._clock.now()))
 
     def end(self, scope: Scope, run_id: str) -> None:
@@ -57,6 +73,12 @@ class Runs:
         with self._db.transaction(scope.tenant) as tx:
             tx.execute("UPDATE runs SET ended_at = ? WHERE tenant = ? AND scope_key = ? AND "
                        "run_id = ?", (self._clock.now(), scope.tenant, scope.key, run_id))
+
+    def ended(self, scope: Scope, run_id: str) -> bool:
+        """Whether the run has ended (:func:`run_ended`)."""
+        run_id = run_id_arg(run_id)
+        with self._db.transaction(scope.tenant, write=False) as tx:
+            return run_ended(tx, scope, run_id)
 
     def forget_rows(self, tx: Tx, sel: Selector, *, dry_run: bool) -> list[str]:
         """Delete (unless ``dry_run``) the scope's runs whose task contains ``sel.match``
@@ -72,5 +94,6 @@ class Runs:
 
 __all__ = [
     "Runs",
+    "run_ended",
     "run_id_arg",
 ]

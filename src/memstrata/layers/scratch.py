@@ -10,6 +10,14 @@ Contract:
   ``list`` returns the live keys under a prefix.
 - Every entry expires after its TTL (default 24 h; a ``timedelta`` or seconds, measured on
   the injected clock); the run's entries are discarded when the run ends.
+- A run that has ended takes no writes (when the scratchpad knows the run log, ``runs=``,
+  as ``run.scratch`` does): ``write`` and ``write_many`` to it raise
+  :class:`~memstrata.errors.Conflict` and store nothing, on every store. The run log is
+  asked before the write and again after it: a write that raced the end is removed
+  again, so it never outlives the discard (a failure of that second look is logged, not
+  raised: the write itself stands). Reads, lists and deletes still answer (an
+  ended run's scratchpad is empty). ``discard`` empties the scratchpad; it does not end
+  the run (a session's ``clear`` keeps writing).
 - Keys and values are screened: a secret in a value is redacted before it is stored (a
   JSON value string by string, so it stays valid JSON); a key holding one is refused
   (:func:`memstrata.governance.safety.refuse_secret`: a redacted key would merge two).
@@ -24,20 +32,23 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from ..calls import checked_calls
 from ..clock import Clock
-from ..errors import ValidationError
+from ..errors import BackendError, Conflict, ValidationError
 from ..governance.safety import identifier_arg, redact_secrets, redact_value
 from ..inputs import text_arg
 from ..models import Scope
 from ..scoping import SCOPE_COLUMNS, exact_sql, owned_sql, scope_values
 from ..store.base import Database, Row, ScratchStore
 from ..store.sql import contains_sql, like_param
+from .runs import Runs
 
+log = logging.getLogger("memstrata.scratch")
 DEFAULT_TTL = timedelta(hours=24)
 #: The longest a scratch entry may live (an expiry time must stay a valid date).
 MAX_TTL = timedelta(days=36_500)
@@ -187,12 +198,37 @@ class Scratch:
     """The scratchpad of one run; reached as ``run.scratch``."""
 
     def __init__(self, store: ScratchStore, clock: Clock, scope: Scope, run_id: str,
-                 ttl: timedelta | float = DEFAULT_TTL) -> None:
+                 ttl: timedelta | float = DEFAULT_TTL, *, runs: Runs | None = None) -> None:
         self._store = store
         self._clock = clock
         self.scope = scope
         self.run_id = run_id
         self.ttl = ttl_arg(ttl)
+        #: The run log asked whether the run has ended (None: a scratchpad of no run).
+        self._runs = runs
+
+    def _refuse_if_ended(self, keys: Sequence[str]) -> None:
+        """Conflict when the run has ended; ``keys`` (just written) are removed first."""
+        if self._runs is None or not self._runs.ended(self.scope, self.run_id):
+            return
+        for key in keys:
+            self._store.delete(self.scope, self.run_id, key)
+        raise Conflict(f"run {self.run_id!r} has ended: its scratchpad takes no more writes; "
+                       "nothing was written",
+                       hint="scratch holds values only while its run is open: write inside "
+                            "the run (with mem.run(...) as run), or open a new run")
+
+    def _put(self, entries: Sequence[tuple[str, str]], life: timedelta) -> None:
+        """Write ``entries`` if the run is open (asked again after: see the docstring)."""
+        self._refuse_if_ended(())
+        now = self._clock.now()
+        self._store.put_many(self.scope, self.run_id, entries, now, now + life)
+        try:
+            self._refuse_if_ended([key for key, _ in entries])
+        except BackendError:
+            # the write committed while the run was open; only the look for a race with
+            # its end failed, and a failure must not report a stored write as refused
+            log.warning("scratch: could not check run %r again after a write", self.run_id)
 
     @staticmethod
     def _key(key: Any) -> str:
@@ -202,8 +238,7 @@ class Scratch:
         """Store ``value`` under ``key`` for this run; returns a receipt, not the value."""
         key, text = self._entry(key, value)
         life = self.ttl if ttl is None else ttl_arg(ttl)
-        now = self._clock.now()
-        self._store.put(self.scope, self.run_id, key, text, now, now + life)
+        self._put([(key, text)], life)
         return f"wrote {key} ({len(text)} chars)"
 
     def write_many(self, values: Sequence[tuple[str, Any]], *,
@@ -219,9 +254,8 @@ class Scratch:
                                       hint="nothing was written")
             entries.append(self._entry(*pair))
         life = self.ttl if ttl is None else ttl_arg(ttl)
-        now = self._clock.now()
         if entries:
-            self._store.put_many(self.scope, self.run_id, entries, now, now + life)
+            self._put(entries, life)
         return len(entries)
 
     def _entry(self, key: Any, value: Any) -> tuple[str, str]:
