@@ -293,6 +293,119 @@ def test_an_unchanged_write_says_why_nothing_changed(mem: Memory) -> None:
     assert [cp.version for cp in mem.checkpoints.versions(ALICE, "release-v17")] == [1]
 
 
+def test_a_create_removes_only_what_the_model_was_shown(mem: Memory) -> None:
+    """A ``create`` is compared with the model's last view of the file, not with the store
+    at write time: a fact a person added, a task another session opened or a fact that
+    changed after the view are kept, and the reply names them (before: the model's file,
+    which removed nothing, retired the fact and closed the task)."""
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    drink = mem.facts.propose(ALICE, claim="Alice drinks tea", kind="preference",
+                              subject="alice", attribute="drink", actor="user", source="chat:1")
+    assert drink.record is not None
+    tool = MemstrataMemoryTool(mem, ALICE)
+    seen = _file(tool)
+    # meanwhile: a person states a fact, another session opens a task, a fact changes
+    review = mem.facts.propose(ALICE, claim="Alice reviews docs on Fridays", kind="preference",
+                               subject="alice", attribute="review_day", actor="user",
+                               source="chat:2")
+    assert review.record is not None
+    mem.checkpoints.save(ALICE, "release-v18", by="other-session", objective="Ship v18")
+    line = "- **alice / editor** (preference): Alice uses Vim — source: chat:3\n"
+    reply = str(tool.call({"command": "create", "path": WORKING_MD, "file_text": seen.replace(
+        "## Current facts\n\n", "## Current facts\n\n" + line)}))
+    assert "alice/editor: pending" in reply and "retired" not in reply, reply
+    assert "closed" not in reply and "alice/review_day, task release-v18: kept" in reply, reply
+    assert mem.facts.get(review.record.id).status == "active"
+    v18 = mem.checkpoints.current(ALICE, "release-v18")
+    assert v18 is not None and v18.status == "open"
+
+    # a str_replace in between carries forward only what it changed: the fact the model
+    # was never shown is still kept by its next create
+    seen = _file(tool)
+    pet = mem.facts.propose(ALICE, claim="Alice has a cat", kind="profile", subject="alice",
+                            attribute="pet", actor="user", source="chat:4")
+    assert pet.record is not None
+    reply = str(tool.call({"command": "str_replace", "path": WORKING_MD,
+                           "old_str": "Alice reviews docs on Fridays",
+                           "new_str": "Alice reviews docs on Thursdays"}))
+    assert "alice/review_day" in reply, reply
+    # the drink changes after the model saw it: its stale line neither writes the old
+    # claim back nor, left out, retires the new one
+    mem.facts.propose(ALICE, claim="Alice drinks coffee", kind="preference", subject="alice",
+                      attribute="drink", actor="user", source="chat:5")
+    text = seen.replace("Alice reviews docs on Fridays", "Alice reviews docs on Thursdays")
+    reply = str(tool.call({"command": "create", "path": WORKING_MD, "file_text": text}))
+    assert reply.startswith("No change") and "alice/pet: kept" in reply, reply
+    text = "".join(ln + "\n" for ln in text.splitlines() if "alice / drink" not in ln)
+    reply = str(tool.call({"command": "create", "path": WORKING_MD, "file_text": text}))
+    assert "alice/drink: kept (changed since" in reply and "retired" not in reply, reply
+    assert {f.attribute: f.claim for f in mem.facts.current(ALICE)} == {
+        "drink": "Alice drinks coffee", "pet": "Alice has a cat",
+        "review_day": "Alice reviews docs on Fridays"}  # Thursdays: the agent's, pending
+
+    # a tool that never showed the file infers no removal from a create
+    fresh = MemstrataMemoryTool(mem, ALICE)
+    reply = str(fresh.call({"command": "create", "path": WORKING_MD,
+                            "file_text": "# Working context\n\n## Current facts\n\n_none_\n"}))
+    assert reply.startswith("No change") and "release-v18" in reply and "kept" in reply, reply
+    assert len(mem.facts.current(ALICE)) == 3 and mem.checkpoints.tasks(ALICE) == ["release-v18"]
+    # once shown, the same create removes what it leaves out
+    _file(fresh)
+    reply = str(fresh.call({"command": "create", "path": WORKING_MD,
+                            "file_text": "# Working context\n\n## Current facts\n\n_none_\n"}))
+    assert "alice/drink: retired" in reply and "task release-v18: closed" in reply, reply
+    assert mem.facts.current(ALICE) == [] and mem.checkpoints.tasks(ALICE) == []
+
+
+@pytest.mark.parametrize("section", [
+    "## Task: t1\n\n- Objective: " + "x" * 20_000 + "\n",
+    "## Task: " + "t" * 200 + "\n\n- Objective: ship it\n",
+    "## Task: t1\n\n- Objective: ship it\n\n### Plan\n\n" + "- step\n" * 201,
+])
+def test_a_refused_edit_writes_nothing(mem: Memory, store: StoreProbe, section: str) -> None:
+    """Every change of an edit is checked before the first write: a task field over its
+    limit refuses the whole edit, and the fact line it removed stays (before: the fact was
+    retired, then the save was refused)."""
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    drink = mem.facts.propose(ALICE, claim="Alice drinks tea", kind="preference",
+                              subject="alice", attribute="drink", actor="user", source="chat:1")
+    assert drink.record is not None
+    tool = MemstrataMemoryTool(mem, ALICE)
+    text = _file(tool)
+    before = store.counts()
+    [line] = [ln for ln in text.splitlines() if "Alice drinks tea" in ln]
+    edited = text.replace(line + "\n", "").replace("## Pending identity changes",
+                                                   section + "\n## Pending identity changes")
+    reply = str(tool.call({"command": "create", "path": WORKING_MD, "file_text": edited}))
+    assert reply.startswith("Error:") and "written before" not in reply, reply
+    assert mem.facts.get(drink.record.id).status == "active"
+    assert store.counts() == before and _file(tool) == text
+
+
+def test_a_slash_in_a_subject_is_one_fact_line(mem: Memory) -> None:
+    """A subject holding " / " is escaped in the view, so its line names its own fact:
+    writing the view back changes nothing and removing the line retires the fact (before:
+    it read back as another slot, "No change" on removal and a stray proposal)."""
+    from memstrata.interfaces.claude_memory import MemstrataMemoryTool
+
+    fact = mem.facts.propose(ALICE, claim="Deploys happen on Tuesdays", kind="preference",
+                             subject="deploy / prod", attribute="window", actor="user",
+                             source="chat:1")
+    assert fact.record is not None
+    tool = MemstrataMemoryTool(mem, ALICE)
+    text = _file(tool)
+    reply = str(tool.call({"command": "create", "path": WORKING_MD, "file_text": text}))
+    assert reply.startswith("No change"), reply
+    assert mem.review.pending(ALICE) == []
+    [line] = [ln for ln in text.splitlines() if "Tuesdays" in ln]
+    reply = str(tool.call({"command": "str_replace", "path": WORKING_MD,
+                           "old_str": line + "\n", "new_str": ""}))
+    assert "deploy / prod/window: retired" in reply, reply
+    assert mem.facts.get(fact.record.id).status == "retired"
+
+
 def test_a_tool_writes_only_as_a_tool_caller_may(mem: Memory) -> None:
     """The actor is one a tool dispatcher accepts: a reviewer is a person, never the model
     (before: the model's identity proposals were a reviewer's)."""

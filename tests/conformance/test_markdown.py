@@ -118,6 +118,35 @@ def test_export_import_export_is_byte_identical(mem: Memory, clock: ManualClock,
         assert (second / name).read_bytes() == (first / name).read_bytes(), name
 
 
+def test_a_slash_in_a_subject_round_trips(mem: Memory, tmp_path: Path) -> None:
+    """A subject holding " / " is escaped in the files, so export → import gives back the
+    same subject and attribute (before: "deploy / prod" + "window" read back as "deploy" +
+    "prod / window", another slot)."""
+    slots = [("deploy / prod", "window"), ("ci \\/ cd /", "runner / os"), ("a/b", "c")]
+    for n, (subject, attribute) in enumerate(slots):
+        mem.facts.propose(ALICE, claim=f"Claim {n}", kind="preference", subject=subject,
+                          attribute=attribute, actor="user", source="chat:1")
+    export_markdown(mem, ALICE, tmp_path / "one")
+    working = (tmp_path / "one" / WORKING).read_text("utf-8")
+    assert "- **deploy \\/ prod / window** (preference): Claim 0" in working, working
+    assert lint_markdown(tmp_path / "one") == []
+    with _open(tmp_path / "b.db") as fresh:
+        import_markdown(fresh, ALICE, tmp_path / "one", trust=True, reviewer="alice")
+        assert sorted((f.subject, f.attribute, f.claim) for f in fresh.facts.current(ALICE)) \
+            == sorted((s, a, f"Claim {n}") for n, (s, a) in enumerate(slots))
+        export_markdown(fresh, ALICE, tmp_path / "two")
+    assert (tmp_path / "two" / WORKING).read_text("utf-8") == working
+    # a file written before the escape reads as it did: the first " / " ends the subject
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / WORKING).write_text("# Working context\n\n## Current facts\n\n- **deploy / prod / "
+                               "window** (preference): Claim — source: chat:1\n", "utf-8")
+    with _open(tmp_path / "c.db") as fresh:
+        import_markdown(fresh, ALICE, old)
+        assert [(f.subject, f.attribute) for f in fresh.facts.current(ALICE)] == [
+            ("deploy", "prod / window")]
+
+
 def test_import_without_trust_sends_identity_to_review(mem: Memory, tmp_path: Path) -> None:
     clock = ManualClock("2026-08-03T09:00:00Z")
     with _open(tmp_path / "a.db", clock) as source:

@@ -10,7 +10,7 @@ write through the library:
   is refused (only a person changes identity).
 - ``/memories/working-context.md`` — current facts, each task's checkpoint and the identity
   changes waiting for a person, one current value per field. Writing it overwrites, and
-  the edit is what changed against the view: a ``## Task:`` section saves that task's
+  the edit is what changed against its base (below): a ``## Task:`` section saves that task's
   checkpoint (a removed field line clears the field); a removed section closes the task, as
   the ``close_task`` tool does (its history stays; writing the section again reopens it).
   A new or changed fact line goes through the write policy (an agent's claim waits for
@@ -19,7 +19,9 @@ write through the library:
   fact, and the view holds only this scope's own facts, so one shared beyond it is never
   reached). A line added under "Pending identity changes" is an identity proposal; a removed
   one stays (only a person approves or rejects it: ``memstrata review``), and the reply says
-  so (an ``Error:`` when that was all the edit did). A refused edit writes nothing, and an
+  so (an ``Error:`` when that was all the edit did). Every change is checked (line format,
+  claims, names, field sizes) before the first write, so a refused edit writes nothing; a
+  write that still fails mid-way is an ``Error:`` that names what was written before it. An
   edit that changes nothing says so.
 - ``/memories/episodic.md`` — the episodic log, append-only. Lines added at the end become
   episodes (each dated and sourced: ``- YYYY-MM-DD (source): what happened``, or refused
@@ -27,6 +29,20 @@ write through the library:
 - ``view`` of ``/memories`` lists the files; ``delete`` and ``rename`` are refused (the
   files are views, and the log is append-only); a path outside ``/memories`` or with
   ``..`` is refused; text carrying a secret is refused before anything is written.
+
+Only what the model was shown can be removed. An edit of identity.md or
+working-context.md is compared with its *base*, what the model was shown of the file: for
+``str_replace`` and ``insert`` the file as it stands (the edit applies to it, so what it
+removes it names); for ``create`` what this tool last showed the model of that path: its
+last whole ``view`` (a ``view_range`` records nothing), carried forward by each later write
+through this tool (an entry the write changed is known as written, one it removed is gone,
+one it left alone stays as last shown, or unseen). An entry is removed only when it is in
+the base, missing from the new text, and still stands as shown: a fact line whose current
+claim, or a task whose fields, changed since are kept, and so is every entry the model was
+not shown (added since its view; with no view of the file, every entry: a ``create`` then
+removes nothing); the reply names what it kept. A line left as the base has it writes
+nothing, even if the store changed since (no older value is written back), and a task
+section saves only the fields it changed against the base.
 
 Every reply is text for the model; a refusal starts with ``Error:`` and says why. The SDK
 hands the model's input over unchecked, so each command's fields are checked first: an
@@ -50,6 +66,7 @@ from __future__ import annotations
 import posixpath
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -64,9 +81,12 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
                       hint="pip install 'memstrata[anthropic]'") from exc
 
 
+from ..governance.policy import Candidate
 from ..governance.safety import write_actor
 from ..governance.sensitivity import scan
-from ..models import Fact, Scope, make_scope
+from ..inputs import MAX_NAME, text_arg
+from ..layers.checkpoints import clean_fields, task_arg
+from ..models import Fact, Scope, build, make_scope
 from .markdown import EPISODIC, IDENTITY, WORKING, FactEntry, TaskEntry, one_line
 from .markdown_read import Issue, parse_episodic, parse_identity, parse_working
 from .memory_files import checkpoint_holds, collect
@@ -134,14 +154,87 @@ def _range(command: Any) -> tuple[int, int] | None:
     return first, last
 
 
-def _task_fields(task: TaskEntry, shown: TaskEntry | None) -> dict[str, Any]:
-    """The checkpoint fields a ``## Task:`` section writes: the ones it gives and, for a task
-    the view showed, an empty value for each field whose lines were removed."""
-    fields = {name: value for name, value in task.fields.items() if value}
-    for name, value in (shown.fields if shown is not None else {}).items():
-        if name not in fields:
+def _claim(entry: FactEntry) -> str:
+    return one_line(entry.claim)
+
+
+def _given(task: TaskEntry) -> dict[str, Any]:
+    """A section's field values, an empty one left out (as the view renders it)."""
+    return {name: value for name, value in task.fields.items() if value}
+
+
+def _changed(entry: FactEntry, was: FactEntry | None) -> bool:
+    """Does a fact line say something other than ``was`` (the line of its slot, if any)?"""
+    return was is None or _claim(was) != _claim(entry)
+
+
+@dataclass
+class _Entries:
+    """A memory file's entries as an edit compares them: fact lines by slot, ``## Task:``
+    sections by name, pending identity lines by slot and claim."""
+
+    facts: dict[tuple[str, str], FactEntry] = field(default_factory=dict)
+    tasks: dict[str, TaskEntry] = field(default_factory=dict)
+    pending: dict[tuple[tuple[str, str], str], FactEntry] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, name: str, text: str, *, strict: bool = True) -> _Entries:
+        """The entries of ``text`` (identity.md or working-context.md); a line that does not
+        parse is a ValueError naming it (``strict``: the model's text; the store's own view
+        is read as it is)."""
+        issues: list[Issue] = []
+        if name == IDENTITY:
+            entries = cls(facts={e.slot: e for e in parse_identity(text, issues)})
+        else:
+            facts, tasks, pending = parse_working(text, issues)
+            entries = cls({e.slot: e for e in facts}, {t.task: t for t in tasks},
+                          {(e.slot, _claim(e)): e for e in pending})
+        errors = [i for i in issues if i.severity == "error"]
+        if errors and strict:
+            raise ValueError("; ".join(f"line {i.line}: {i.message}" for i in errors))
+        return entries
+
+
+def _task_fields(task: TaskEntry, seen: TaskEntry | None) -> dict[str, Any]:
+    """The checkpoint fields a ``## Task:`` section changes against the section the model was
+    shown (every field it gives, for a task it was not shown): each changed value, and an
+    empty one for each field whose lines were removed."""
+    given = _given(task)
+    if seen is None:
+        return given
+    shown = _given(seen)
+    fields = {name: value for name, value in given.items() if shown.get(name) != value}
+    for name, value in shown.items():
+        if name not in given:
             fields[name] = [] if isinstance(value, list) else None
     return fields
+
+
+def _carry(seen: _Entries, before: _Entries, after: _Entries) -> _Entries:
+    """What the model was shown of a file once it edited ``before`` into ``after``: ``seen``
+    with that edit's changes. An entry the edit left alone stays as the model last saw it
+    (or unseen, when it never saw it)."""
+    facts = dict(seen.facts)
+    for slot in before.facts.keys() | after.facts.keys():
+        if slot not in after.facts:
+            facts.pop(slot, None)
+        elif slot not in before.facts or _claim(before.facts[slot]) != _claim(after.facts[slot]):
+            facts[slot] = after.facts[slot]
+    tasks = dict(seen.tasks)
+    for name in before.tasks.keys() | after.tasks.keys():
+        if name not in after.tasks:
+            tasks.pop(name, None)
+        elif name not in before.tasks:
+            tasks[name] = after.tasks[name]
+        else:
+            changed = _task_fields(after.tasks[name], before.tasks[name])
+            if changed:
+                known = {**(_given(tasks[name]) if name in tasks else {}), **changed}
+                tasks[name] = TaskEntry(task=name, fields={n: v for n, v in known.items() if v})
+    pending = {key: e for key, e in seen.pending.items()
+               if key in after.pending or key not in before.pending}
+    pending.update({key: e for key, e in after.pending.items() if key not in before.pending})
+    return _Entries(facts, tasks, pending)
 
 
 class MemstrataMemoryTool(BetaAbstractMemoryTool):
@@ -162,6 +255,9 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         # retirements go through the retire_fact tool: its rules, for a model's calls
         self._tools = ToolDispatcher(mem, self.scope, actor=actor)
         self._lock = threading.Lock()
+        #: What the model was last shown of identity.md and working-context.md: the base a
+        #: ``create`` is compared with (see the module docstring).
+        self._seen: dict[str, _Entries] = {}
 
     def execute(self, command: BetaMemoryTool20250818Command) -> BetaFunctionToolResultType:
         """Run one command. ``call`` builds it from the model's input unchecked, so an input
@@ -203,7 +299,11 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
             name = self._file(path)
         except ValueError as exc:
             return f"Error: {exc}"
-        lines = self._render()[name].splitlines()
+        with self._lock:
+            text = self._render()[name]
+            if wanted is None and name != EPISODIC:
+                self._seen[name] = _Entries.of(name, text, strict=False)
+        lines = text.splitlines()
         first, last = wanted or (1, len(lines))
         last = len(lines) if last == -1 else last
         return "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(lines, 1)
@@ -215,7 +315,7 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
             path, text = _text(command, "path"), _text(command, "file_text")
         except ValueError as exc:
             return f"Error: {exc}"
-        return self._write(path, lambda _old: text)
+        return self._write(path, lambda _old: text, on_view=True)
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
         try:
@@ -273,9 +373,11 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         return (f"Error: {old_path} cannot be renamed: the memory files are views of the "
                 "store with fixed names")
 
-    def _write(self, path: str, edit: Callable[[str], str]) -> str:
-        """Check the path, apply ``edit`` to the file's view and write the result through
-        the file's layer; a refusal is an ``Error:`` reply."""
+    def _write(self, path: str, edit: Callable[[str], str], *, on_view: bool = False) -> str:
+        """Check the path, apply ``edit`` to the file's view and write what the result changes
+        against its base through the file's layer; a refusal is an ``Error:`` reply.
+        ``on_view``: the base is what the model was last shown (a ``create``), else the
+        current view the edit was applied to."""
         try:
             name = self._file(path)
             with self._lock:  # the view the edit is compared with is the one it replaces
@@ -286,58 +388,85 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
                     kinds = ", ".join(sorted({f.detector for f in found.secrets}))
                     raise ValueError(f"the text carries a secret ({kinds}): secrets are never "
                                      "stored; keep them in a secret manager")
-                handler = {IDENTITY: self._identity, WORKING: self._working,
-                           EPISODIC: self._episodic}[name]
-                return handler(old, new)
+                if name == EPISODIC:
+                    return self._episodic(old, new)
+                current = _Entries.of(name, old, strict=False)
+                after = _Entries.of(name, new)
+                base = self._seen.get(name) if on_view else current
+                write = self._identity if name == IDENTITY else self._working
+                reply = write(base, current, after)
+                self._seen[name] = _carry(self._seen.get(name, _Entries()), base or _Entries(),
+                                          after)
+                return reply
         except ValueError as exc:
             return f"Error: {exc}"
         except MemstrataError as exc:
             return f"Error: {exc}"
 
-    def _propose_identity(self, e: FactEntry) -> str:
-        """Propose an identity entry (it waits for a person); the receipt line."""
+    def _candidate(self, e: FactEntry, tier: str = "standard") -> Candidate:
+        """A fact line as the write policy's input, checked as ``facts.propose`` checks it."""
         source = e.source or self.source
-        res = self.mem.facts.propose(
-            self.scope, claim=e.claim, kind=e.kind, subject=e.subject, attribute=e.attribute,
-            actor=write_actor(self.actor, None, source), source=source, tier="identity")
-        return f"{e.subject}/{e.attribute}: {res.status} ({res.reason})"
+        return build(Candidate, scope=self.scope, claim=e.claim, kind=e.kind,
+                     subject=e.subject, attribute=e.attribute,
+                     actor=write_actor(self.actor, None, source), source=source, tier=tier)
 
-    def _identity(self, old: str, new: str) -> str:
-        issues: list[Issue] = []
-        before = {e.slot: e for e in parse_identity(old, [])}
-        after = parse_identity(new, issues)
-        issues = [i for i in issues if i.severity == "error"]
-        if issues:
-            raise ValueError("; ".join(f"line {i.line}: {i.message}" for i in issues))
-        removed = set(before) - {e.slot for e in after}
+    def _propose(self, cand: Candidate) -> str:
+        """Propose a checked fact line; the receipt line."""
+        res = self.mem.facts.propose_candidate(cand)
+        return f"{cand.subject}/{cand.attribute}: {res.status} ({res.reason})"
+
+    def _identity(self, base: _Entries | None, current: _Entries, new: _Entries) -> str:
+        seen = base or _Entries()
+        removed = [slot for slot in seen.facts if slot not in new.facts and slot in current.facts]
         if removed:
             raise ValueError("identity entries cannot be removed by the agent ("
                              + ", ".join("/".join(s) for s in sorted(removed))
                              + "): ask your user to retire them")
-        results = [self._propose_identity(e) for e in after
-                   if e.slot not in before or before[e.slot].claim != e.claim]
+        changed = [self._candidate(e, "identity") for slot, e in new.facts.items()
+                   if _changed(e, seen.facts.get(slot)) and _changed(e, current.facts.get(slot))]
+        results = [self._propose(cand) for cand in changed]
         if not results:
             return f"No change to {ROOT}/{IDENTITY}: it already holds these entries."
         return ("Identity changes wait for a person's approval (memstrata review):\n"
                 + "\n".join(f"- {r}" for r in results))
 
-    def _working(self, old: str, new: str) -> str:
-        """Write what ``new`` changes against the view ``old``: refusals are found before
-        anything is written (see the module docstring)."""
-        issues: list[Issue] = []
-        facts, tasks, pending = parse_working(new, issues)
-        issues = [i for i in issues if i.severity == "error"]
-        if issues:
-            raise ValueError("; ".join(f"line {i.line}: {i.message}" for i in issues))
-        shown_facts, shown_tasks, shown_pending = parse_working(old, [])
-        shown = {t.task: t for t in shown_tasks}
-        saves = [(t.task, _task_fields(t, shown.get(t.task))) for t in tasks]
-        for task, fields in saves:
-            if not fields and task not in shown:
-                raise ValueError(f"task {task!r} has no fields: give at least '- Objective: "
-                                 "...' or '- Next action: ...'; nothing was written")
-        named = {t.task for t in tasks}
-        gone = {e.slot for e in shown_facts} - {e.slot for e in facts}
+    def _working(self, base: _Entries | None, current: _Entries, new: _Entries) -> str:
+        """Write what ``new`` changes against ``base`` (what the model was shown; None: it
+        was shown nothing) to the store, whose view is ``current``: every change is checked
+        before the first write (see the module docstring)."""
+        seen = base or _Entries()
+        saves = []
+        for section in new.tasks.values():
+            fields = _task_fields(section, seen.tasks.get(section.task))
+            if not fields and section.task not in seen.tasks:
+                raise ValueError(f"task {section.task!r} has no fields: give at least '- "
+                                 "Objective: ...' or '- Next action: ...'; nothing was written")
+            if fields:
+                # checked as checkpoints.save checks them: a refusal writes nothing
+                saves.append((task_arg(section.task), fields))
+                clean_fields(fields)
+        text_arg(self.source, "by", max_len=MAX_NAME)
+        # a removal takes only what the model was shown, as it still stands
+        gone = [slot for slot, e in seen.facts.items() if slot not in new.facts
+                and slot in current.facts and _claim(current.facts[slot]) == _claim(e)]
+        closes = [name for name, t in seen.tasks.items() if name not in new.tasks
+                  and name in current.tasks and _given(current.tasks[name]) == _given(t)]
+        changed_since = [f"{e.subject}/{e.attribute}" for slot, e in seen.facts.items()
+                         if slot not in new.facts and slot in current.facts
+                         and slot not in gone] + [
+            f"task {name}" for name in seen.tasks
+            if name not in new.tasks and name in current.tasks and name not in closes]
+        unseen = [f"{e.subject}/{e.attribute}" for slot, e in current.facts.items()
+                  if slot not in seen.facts and slot not in new.facts] + [
+            f"task {name}" for name in current.tasks
+            if name not in seen.tasks and name not in new.tasks]
+        held = {(f.subject, f.attribute): f.claim
+                for f in self.mem.facts.current(self.scope, limit=100_000)}
+        facts = [self._candidate(e) for slot, e in new.facts.items()
+                 if _changed(e, seen.facts.get(slot))
+                 and held.get((e.subject, e.attribute)) != e.claim]
+        identity = [self._candidate(e, "identity") for key, e in new.pending.items()
+                    if key not in seen.pending and key not in current.pending]
         # the view shows exactly this scope's own standard facts (collect): those are the
         # ones a removed line names
         removed = [f for f in self.mem.facts.current(self.scope, limit=100_000)
@@ -347,39 +476,46 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
         try:
             for f in removed:
                 out.append(self._retire(f))
-            for task in shown:
-                if task not in named:
-                    self.mem.checkpoints.close(self.scope, task, by=self.source)
-                    out.append(f"task {task}: closed (its section was removed; its history "
-                               "stays, and writing the section again reopens it)")
+            for task in closes:
+                self.mem.checkpoints.close(self.scope, task, by=self.source)
+                out.append(f"task {task}: closed (its section was removed; its history "
+                           "stays, and writing the section again reopens it)")
             for task, fields in saves:
                 was = self.mem.checkpoints.current(self.scope, task)
                 reopens = was is not None and was.status == "closed"
-                if fields and (reopens or not checkpoint_holds(was, fields)):
+                if reopens or not checkpoint_holds(was, fields):
                     cp = self.mem.checkpoints.save(self.scope, task, by=self.source, **fields)
                     out.append(f"task {task}: checkpoint v{cp.version}"
                                + (" (reopened)" if reopens else ""))
-            out += self._propose_facts(facts)
-            shown_waiting = {(e.slot, one_line(e.claim)) for e in shown_pending}
-            out += [self._propose_identity(e) + "; a person approves it (memstrata review)"
-                    for e in pending if (e.slot, one_line(e.claim)) not in shown_waiting]
+            out += [self._propose(cand) for cand in facts]
+            out += [self._propose(cand) + "; a person approves it (memstrata review)"
+                    for cand in identity]
         except (ValueError, MemstrataError) as exc:
             if not out:
                 raise
             raise ValueError(f"{exc}; written before it: " + "; ".join(out)) from exc
-        waiting = {(e.slot, one_line(e.claim)) for e in pending}
-        withdrawn = [e for e in shown_pending if (e.slot, one_line(e.claim)) not in waiting]
+        notes = []
+        if changed_since:
+            notes.append(", ".join(changed_since) + ": kept (changed since you were shown "
+                         f"{ROOT}/{WORKING}: view it again to see what stands now)")
+        if unseen:
+            notes.append(", ".join(unseen) + ": kept (not in what you were shown of "
+                         f"{ROOT}/{WORKING}: only lines you were shown can be removed; view "
+                         "it to see them)")
+        withdrawn = [e for key, e in seen.pending.items()
+                     if key not in new.pending and key in current.pending]
         if withdrawn:  # a model's edit is no person's review: the change keeps waiting
             kept = (", ".join(f"{e.subject}/{e.attribute}" for e in withdrawn) + ": still a "
                     "pending identity change; only a person approves or rejects one (memstrata "
                     "review), so its line stays")
             if not out:
-                raise ValueError(f"{kept}; nothing was written")
-            out.append(kept)
+                raise ValueError("; ".join([kept, *notes]) + "; nothing was written")
+            notes.append(kept)
         if not out:
             return (f"No change to {ROOT}/{WORKING}: it already holds these facts, tasks and "
-                    "pending identity changes (its dates and versions are the store's own).")
-        return "Working context saved:\n" + "\n".join(f"- {o}" for o in out)
+                    "pending identity changes (its dates and versions are the store's own)."
+                    + "".join(f"\n- {n}" for n in notes))
+        return "Working context saved:\n" + "\n".join(f"- {o}" for o in [*out, *notes])
 
     def _retire(self, fact: Fact) -> str:
         """Retire a fact whose line was removed, as the ``retire_fact`` tool does."""
@@ -390,22 +526,6 @@ class MemstrataMemoryTool(BetaAbstractMemoryTool):
                              f"{got['error']} ({got['hint']})")
         return f"{fact.subject}/{fact.attribute}: retired (its line was removed; history " \
                "keeps it)"
-
-    def _propose_facts(self, facts: list[FactEntry]) -> list[str]:
-        """Propose the fact lines whose claim no current fact of the slot holds."""
-        current = {(f.subject, f.attribute): f.claim
-                   for f in self.mem.facts.current(self.scope, limit=100_000)}
-        out = []
-        for f in facts:
-            if current.get((f.subject, f.attribute)) == f.claim:
-                continue
-            source = f.source or self.source
-            res = self.mem.facts.propose(self.scope, claim=f.claim, kind=f.kind,
-                                         subject=f.subject, attribute=f.attribute,
-                                         actor=write_actor(self.actor, None, source),
-                                         source=source)
-            out.append(f"{f.subject}/{f.attribute}: {res.status} ({res.reason})")
-        return out
 
     def _episodic(self, old: str, new: str) -> str:
         old_lines = [ln for ln in old.splitlines() if ln.strip()]

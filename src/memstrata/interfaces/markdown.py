@@ -6,6 +6,10 @@ Three files per scope:
 
     - **alice / role** (profile): Alice leads the docs team at Acme. — source: hr:directory
 
+The slot's first " / " ends the subject, so a " / " inside a subject is written " \\/ " (a
+``/`` between spaces, or ending the subject, gets one more backslash before it): every
+subject and attribute reads back as written. A file written before reads as it did.
+
 ``working-context.md`` — one current value per field: the current standard
 facts (same line format), every task's checkpoint (``## Task: NAME`` with
 ``- Objective: ...``, ``- Next action: ...``, ``- Notes: ...`` and
@@ -112,6 +116,23 @@ def unescape_markers(text: str) -> str:
     return re.sub(r"\\(?=\[|\{readers: |(?:—|--|–)\s+supersedes )", "", text)
 
 
+#: A ``/`` of a subject that a reader could take for the slot's `` / `` separator: one after
+#: a space (and any backslashes), before a space or the subject's end.
+_SUBJECT_SLASH = re.compile(r"(?<= )(\\*)/(?= |$)")
+_ESCAPED_SLASH = re.compile(r"(?<= )\\(\\*)/(?= |$)")
+
+
+def escape_subject(subject: str) -> str:
+    """``subject`` as a fact line writes it: each `` / `` (with any backslashes before its
+    ``/``) gets one more backslash, so the slot's first `` / `` is its separator."""
+    return _SUBJECT_SLASH.sub(lambda m: "\\" + m[1] + "/", subject)
+
+
+def unescape_subject(text: str) -> str:
+    """The inverse of :func:`escape_subject`."""
+    return _ESCAPED_SLASH.sub(lambda m: m[1] + "/", text)
+
+
 def _day(value: str, where: str) -> datetime:
     try:
         return datetime.combine(date.fromisoformat(value), datetime.min.time(), tzinfo=UTC)
@@ -143,7 +164,8 @@ class FactEntry:
             meta.append(f"expires {self.expires}")
         if self.readers:
             meta.append("readers " + ",".join(self.readers))
-        return (f"- **{self.subject} / {self.attribute}** ({self.kind}): {one_line(self.claim)}"
+        return (f"- **{escape_subject(self.subject)} / {self.attribute}** ({self.kind}): "
+                f"{one_line(self.claim)}"
                 f"{SOURCE_SEP}{'; '.join(one_line(m) for m in meta)}")
 
     @property

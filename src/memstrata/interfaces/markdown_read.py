@@ -39,6 +39,7 @@ from .markdown import (
     MemoryFiles,
     TaskEntry,
     unescape_markers,
+    unescape_subject,
 )
 
 _TITLES = {name: text.splitlines()[0] for name, text in _HEADERS.items()}
@@ -97,7 +98,8 @@ def parse_fact(text: str, file: str, line: int, issues: list[Issue]) -> FactEntr
         issues.append(Issue(file, line, "not a fact line: expected "
                                          "'- **subject / attribute** (kind): claim — source: S'"))
         return None
-    subject, sep, attribute = m["slot"].partition(" / ")
+    subject, sep, attribute = m["slot"].partition(" / ")  # a subject's own are escaped
+    subject = unescape_subject(subject)
     if not sep or not subject.strip() or not attribute.strip():
         issues.append(Issue(file, line, "the slot must read 'subject / attribute'"))
         return None
