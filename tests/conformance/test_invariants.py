@@ -270,3 +270,88 @@ def test_a_record_forgotten_while_a_reindex_runs_gets_no_vector(
     assert embedded == 1  # the forgotten one is not counted
     other.close()
     mem.close()
+
+
+class _EmbedThen:
+    """An embedder that runs ``then`` once, right after it embeds a batch holding ``text``:
+    between a reindex's listing and its batch's write, outside any transaction."""
+
+    def __init__(self, base: Any, text: str, then: Any) -> None:
+        self._base, self._text, self._then = base, text, then
+        self.model_name, self.dims = base.model_name, base.dims
+        self.knows_meaning = getattr(base, "knows_meaning", True)
+
+    def embed(self, texts: list[str]) -> Any:
+        out = self._base.embed(texts)
+        if self._then is not None and self._text in texts:
+            then, self._then = self._then, None
+            then()
+        return out
+
+    def embed_query(self, text: str) -> Any:
+        return self._base.embed_query(text)
+
+
+@pytest.mark.parametrize("missing", [False, True], ids=["full", "missing"])
+@pytest.mark.parametrize("reviewer_embeds", [True, False], ids=["embedder", "no-embedder"])
+def test_a_claim_edited_while_a_reindex_runs_keeps_the_vector_of_its_new_text(
+        store_url: str, scratch_url: str | None, clock: ManualClock, alice: Scope,
+        missing: bool, reviewer_embeds: bool) -> None:
+    """A reviewer's edit-and-approve (another process, with or without the embedder)
+    rewrites a claim in place after the reindex listed and embedded it with its old claim,
+    before the batch is written: the fact ends with the vector of the claim it has, never
+    the old one's. With ``missing`` the fact had no vector (written without the embedder)."""
+    from backends import open_store
+    from memstrata.providers.embeddings import HashingEmbedder
+
+    old, new = "The team deploys every Friday afternoon", "Alice's cat is called Biscuit"
+    base = HashingEmbedder(dims=64)
+    writer = open_store(store_url, scratch_url, clock, None if missing else base)
+    fact = writer.facts.propose(alice, claim=old, kind="preference", subject="team",
+                                attribute="deploy_day", actor="agent", source="chat:1").record
+    assert fact is not None and fact.status == "pending_review"
+    writer.close()
+    reviewer = open_store(store_url, scratch_url, clock,
+                          HashingEmbedder(dims=64) if reviewer_embeds else None)
+
+    def edit() -> None:
+        reviewer.review.approve(fact.id, by="rita", claim=new, scope=alice)
+
+    mem = open_store(store_url, scratch_url, clock, _EmbedThen(base, old, edit))
+    embedded = mem.reindex(missing=missing)
+    assert mem.facts.get(fact.id, alice).claim == new
+    vectors = mem.index.vectors
+    assert vectors is not None
+    with mem.db.transaction(alice.tenant, write=False) as tx:
+        to_new, to_old = (dict(vectors.record_scores(tx, alice.tenant, "facts", [fact.id],
+                                                     base.embed_query(text)))[fact.id]
+                          for text in (new, old))
+    assert to_new > 0.99 and to_old < 0.5, (to_new, to_old)
+    assert embedded == 1  # embedded again from the new claim, once
+    assert mem.doctor() == []
+    reviewer.close()
+    mem.close()
+
+
+def test_reimporting_an_episode_restricted_to_other_readers_stores_it_once(
+        mem: Memory, alice: Scope, tmp_path: Any, store: StoreProbe) -> None:
+    """An episodic.md line restricted to bob, imported into alice's scope again and again,
+    is stored once: the import's check of what exists sees every episode of exactly the
+    scope, whoever may read it, and its report only counts it (no text)."""
+    from memstrata.interfaces.memory_files import import_markdown
+
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "episodic.md").write_text(
+        "# Episodic log\n\n- 2026-08-02 (ci:run/2): Rotated the zebracert certificate "
+        "{readers: bob}\n- 2026-08-02 (ci:run/2): Opened the ticket\n", "utf-8")
+    first = import_markdown(mem, alice, files)
+    assert first.counts.get("episodes") == 2
+    for _ in range(2):
+        again = import_markdown(mem, alice, files)
+        assert again.counts.get("episodes_existing") == 2 and "episodes" not in again.counts
+        assert "zebracert" not in repr(again)
+    assert store.counts()["episodes"] == 2
+    assert [e.text for e in mem.episodes.log(alice, principal="bob")] == [
+        "Rotated the zebracert certificate", "Opened the ticket"]
+    assert [e.text for e in mem.episodes.log(alice)] == ["Opened the ticket"]

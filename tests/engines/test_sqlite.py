@@ -147,6 +147,48 @@ def test_a_forget_while_another_connection_reads_says_it_did_not_compact(
     mem.close()
 
 
+@pytest.mark.parametrize("then", ["write", "open"])
+def test_a_compaction_a_reader_blocked_is_finished_by_another_process(
+        db_path: Path, then: str) -> None:
+    """The forgetting process gives up (the long read still holds the WAL) and closes; the
+    compaction it could not finish is recorded in the store, so another process finishes
+    it once the read is over: after its next write, or when it opens the store. The
+    record is cleared then, and the forgotten text is in none of the files."""
+    url = f"sqlite:///{db_path}"
+    scope = Scope(user="alice", project="p")
+    forgetter = Memory.open(url, embedder=None, busy_timeout_ms=100)
+    forgetter.episodes.append(scope, text="the quokkaberyl codename leaked", actor="user",
+                              source="chat:1")
+    server = Memory.open(url, embedder=None, busy_timeout_ms=100)  # a long-lived server
+    reader = raw(db_path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM episodes").fetchone()  # a read snapshot, held
+
+    def holding() -> list[str]:
+        return [p.name for p in sqlite_store_files(db_path)
+                if b"quokkaberyl" in p.read_bytes()]
+
+    def due() -> Any:
+        return raw(db_path).execute("SELECT value FROM meta WHERE key = 'compaction_due'"
+                                    ).fetchone()
+
+    report = forgetter.forget(scope, match="quokkaberyl")
+    assert report.compacted is False
+    assert any("then write to or close the store" in n for n in report.notes), report.notes
+    forgetter.close()  # its retry on close meets the read too: the process is gone
+    assert holding() == [f"{db_path.name}-wal"]
+    reader.execute("COMMIT")  # "end the long read ..."
+    if then == "write":  # "... then write to the store", from another process
+        server.episodes.append(scope, text="a later line", actor="tool", source="ci:x")
+    else:
+        Memory.open(url, embedder=None).close()
+    assert holding() == [] and due() is None
+    server.episodes.append(scope, text="one more line", actor="tool", source="ci:y")
+    assert holding() == [] and due() is None
+    reader.close()
+    server.close()
+
+
 class _FailingRollbackTo:
     """A connection whose ``ROLLBACK TO`` fails (a dying disk), everything else real."""
 

@@ -1,9 +1,10 @@
 """CLI: ``memstrata serve`` (the REST API, MCP endpoint and inspector) and ``memstrata keys``.
 
 ``serve`` opens the configured store (the embedded SQLite file by default, PostgreSQL
-with --url) and runs the ASGI app under uvicorn. Every start revokes the previous startup
-admin key, whatever the flags; unless --no-admin-key, it then prints a new one-time admin
-key of the tenant, so at most one startup key works at a time: the latest start's.
+with --url) and runs the ASGI app under uvicorn. Every start revokes every earlier startup
+admin key of the store, whatever the flags and whatever tenant it was made for; unless
+--no-admin-key, it then prints a new one-time admin key of the tenant, so at most one
+startup key works at a time: the latest start's.
 ``keys create|list|revoke`` manage the tenant's keys; a new key's token is printed once
 and stored only as a hash.
 """
@@ -82,9 +83,7 @@ def serve(host: str, port: int, max_body: int, rate: int, no_mcp: bool, no_inspe
                + ("" if no_mcp else f"  MCP {url}/mcp")
                + ("" if no_inspector else f"  inspector {url}/"), err=True)
     keys = KeyStore(mem.db, mem.clock)
-    for old in keys.list(tenant, include_revoked=False):  # "valid until the next start"
-        if old.label == STARTUP_LABEL:
-            keys.revoke(tenant, old.id)
+    keys.revoke_labelled(STARTUP_LABEL)  # "valid until the next start", whatever its tenant
     if not no_admin_key:
         _, token = keys.create(tenant, role="admin", label=STARTUP_LABEL)
         click.echo(f"  admin key (shown once, valid until the next start): {token}", err=True)

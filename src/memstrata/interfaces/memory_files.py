@@ -17,7 +17,9 @@ Contract:
   idempotent: equal facts are duplicates, existing episodes and unchanged
   checkpoints are skipped. Which episodes exist is decided again inside each
   batch's write transaction (:meth:`~memstrata.layers.episodes.Episodes.append_missing`),
-  so two imports of the same files at once store each episode once.
+  so two imports of the same files at once store each episode once; it sees every
+  episode of exactly the scope, also one restricted to readers other than the scope's
+  user (the import is the operator's act on the scope), which the report only counts.
 
 The file format itself is :mod:`memstrata.interfaces.markdown`.
 """

@@ -8,9 +8,9 @@ Contract:
   ``supersedes``. A correction is a *new* entry naming what it supersedes (and inheriting
   its restricted readers); rows are never updated (a trigger refuses UPDATE and any DELETE
   outside forget/retention). ``append_many`` writes a batch in one transaction;
-  ``append_missing`` leaves out the items whose key an episode of their thread already has,
-  decided inside that transaction with the threads held (an idempotent re-import, also
-  when two run at once).
+  ``append_missing`` leaves out the items whose key an episode of their thread already has
+  (whoever its readers), decided inside that transaction with the threads held (an
+  idempotent re-import, also when two run at once).
 - Every write is screened (:mod:`memstrata.governance.safety`): secrets are redacted in
   every stored string (text, evidence, outcome, source, event, subject, thread); content
   from an untrusted actor (the policy's ``untrusted_actors``) is flagged ``untrusted``, and
@@ -164,10 +164,12 @@ class Episodes(EpisodeReads):
                        keys: Sequence[Hashable],
                        key: Callable[[Episode], Hashable]) -> list[tuple[Episode, bool]]:
         """:meth:`append_many`, leaving out each item whose ``keys[n]`` is the ``key`` of an
-        episode already in its thread (of exactly its scope, readable by its user,
-        unexpired) or of an earlier item: decided inside the write transaction, its threads
-        held, so two writers of the same items at once (two imports of one file) store each
-        once. Returns, per item, the episode stored (True) or the one already there (False)."""
+        episode already in its thread (of exactly its scope, unexpired, whoever its readers:
+        the writer acts for the scope, and an episode restricted to other readers is there
+        all the same) or of an earlier item: decided inside the write transaction, its
+        threads held, so two writers of the same items at once (two imports of one file)
+        store each once. Returns, per item, the episode stored (True) or the one already
+        there (False): one restricted to others is the caller's to count, not to show."""
         inputs = self._inputs(items)
         if isinstance(keys, str | bytes) or not isinstance(keys, Sequence) or \
                 len(keys) != len(inputs) or not callable(key):
@@ -264,9 +266,9 @@ class Episodes(EpisodeReads):
                 keys: Sequence[Hashable], key: Callable[[Episode], Hashable]
                 ) -> tuple[dict[int, Episode], dict[int, int]]:
         """Inside the write transaction, its threads held first: the positions of the items
-        whose key an episode of their thread has (exactly their scope, readable by its
-        user, unexpired), with that episode, and of those whose key an earlier item has,
-        with its position."""
+        whose key an episode of their thread has (exactly their scope, unexpired, whatever
+        its readers), with that episode, and of those whose key an earlier item has, with
+        its position."""
         self._db.lock_threads(tx, tenant, self._threads.threads_in(inputs))
         now = self._clock.now()
         have: dict[tuple[str, Hashable], Episode] = {}
@@ -274,10 +276,12 @@ class Episodes(EpisodeReads):
         for i in inputs:
             by_scope.setdefault(i.scope.key, (i.scope, set()))[1].add(str(i.thread))
         for scope, threads in by_scope.values():
-            where, params = self.filter_sql(scope, None)
+            # not the read filter: its readers clause would hide an episode restricted to
+            # others, and each import would store it again
             for chunk in chunks(sorted(threads)):
-                for row in tx.all(f"{SELECT} WHERE {where} AND r.scope_key = ? AND r.thread "
-                                  f"IN ({marks(chunk)})", (*params, scope.key, *chunk)):
+                for row in tx.all(f"{SELECT} WHERE r.tenant = ? AND r.scope_key = ? AND "
+                                  "(r.expires_at IS NULL OR r.expires_at > ?) AND r.thread "
+                                  f"IN ({marks(chunk)})", (tenant, scope.key, now, *chunk)):
                     ep = episode_from_row(row, now=now)
                     have.setdefault((scope.key, key(ep)), ep)
         found: dict[int, Episode] = {}

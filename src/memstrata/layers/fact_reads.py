@@ -10,7 +10,7 @@ Contract:
 - What a write or a forget reads first: a slot's current or pending row and its
   duplicate, whether a slot's current fact is hidden from a writer, the facts a forget's
   selector chooses (with their supersession lineage), leaves to others, or keeps (identity
-  facts a program may not forget), and which facts are still stored (a reindex's batch).
+  facts a program may not forget).
 - Nothing here writes: :class:`memstrata.layers.facts.Facts` (the only writer of
   ``facts``) inherits these reads.
 """
@@ -397,16 +397,6 @@ class FactReads:
                         found.add(other)
                         todo.append(other)
         return sorted(found)
-
-    def hold_stored(self, tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
-        """Of these facts, those still stored, for a reindex's batch (read in its write
-        transaction: on PostgreSQL the read takes the tenant lock a forget holds)."""
-        found: set[str] = set()
-        for chunk in chunks(list(ids)):
-            found.update(r["id"] for r in tx.all(
-                f"SELECT id FROM facts WHERE tenant = ? AND id IN ({marks(chunk)})",
-                (tenant, *chunk)))
-        return found
 
 
 __all__ = ["COLUMNS", "SELECT", "TEXT_COLUMNS", "FactReads", "fact_from_row"]

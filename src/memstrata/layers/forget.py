@@ -23,8 +23,9 @@ Contract:
   not compact some tables (a PostgreSQL role without VACUUM rights), or a compaction
   another connection kept from finishing (SQLite: a read held past the busy timeout keeps
   the text in the WAL), is reported (``compacted=False``, a note saying what to do) and
-  retried later (by the engine: SQLite after its next write and on close; and by the next
-  forget or sweep that deletes), never raised over a committed forget.
+  retried later (by the engine: on SQLite the store records it, and the next write, open
+  or close by any process finishes it; and by the next forget or sweep that deletes), never
+  raised over a committed forget.
 - ``total`` counts the records removed; ``vectors`` (their index entries) is not added.
 - Returns a ForgetReport with counts per layer; ``vectors`` counts the stored vectors of
   the forgotten records (measured, the same in a dry run); ``dry_run`` changes nothing.

@@ -18,7 +18,14 @@ list; one committed after it was written with its own vector (or without an embe
 its writer said), so no record a reindex overlaps ends without a vector because of it. Each
 batch's transaction first holds its records against a forget or a sweep
 (:meth:`Embeddable.hold_stored`) and writes the vectors of those still stored only, so no
-vector outlives its record. A failure after the first clear raises a BackendError saying
+vector outlives its record. Nor is a vector written from a text that is no longer the
+record's: where the layer says what each record's text is now (a fact's claim, which a
+reviewer's edit rewrites in place), a record whose text changed since it was listed is
+embedded again from its new text (up to :data:`REEMBED_ATTEMPTS` times, then left as its
+last writer left it); where it does not (episodes, whose text changes only when their
+writer re-embeds them; checkpoint versions, never), a record that has a vector by then got
+it from a writer after the listing (every vector of a full reindex's tenant was cleared
+before it), and keeps it. A failure after the first clear raises a BackendError saying
 what was done (``details["done"]``: the tenants cleared, the records re-embedded so far);
 running the reindex again starts over and completes it, and ``missing=True`` goes on where
 it stopped.
@@ -26,14 +33,14 @@ it stopped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BackendError, MemstrataError
 from ..notices import said, say_once
 from ..store.base import Database, Tx, VectorIndex
-from ..store.sql import VECTORS_IN_USE_SQL, without_vector_sql
+from ..store.sql import VECTORS_IN_USE_SQL, chunks, marks, without_vector_sql
 
 if TYPE_CHECKING:
     import numpy as np
@@ -159,11 +166,29 @@ class Embeddable(Protocol):
         """(record id, the text its vector is made from) for every record of the tenant."""
         ...
 
-    def hold_stored(self, tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
+    def hold_stored(self, tx: Tx, tenant: str,
+                    ids: Sequence[str]) -> Collection[str] | Mapping[str, str]:
         """Inside a write transaction: which of these records (by the id their vector is
         stored under) are still stored, held until the transaction ends against a forget
-        or a sweep that would delete them (so a vector written for one never outlives it)."""
+        or a sweep that would delete them (so a vector written for one never outlives it).
+        A layer whose records' text may be rewritten in place returns a mapping of them
+        to the text their vector is made from now (see :func:`reindex`)."""
         ...
+
+
+#: How many times a reindex embeds again a record whose text changed while it was embedded.
+REEMBED_ATTEMPTS = 3
+
+
+def _with_vector(tx: Tx, tenant: str, ids: Sequence[str]) -> set[str]:
+    """Which of these records have a vector (of any model), read in the batch's write
+    transaction."""
+    found: set[str] = set()
+    for chunk in chunks(list(ids)):
+        found.update(r["id"] for r in tx.all(
+            f"SELECT record_id AS id FROM vectors WHERE tenant = ? AND record_id IN "
+            f"({marks(chunk)})", (tenant, *chunk)))
+    return found
 
 
 def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
@@ -206,7 +231,9 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
                              for rid, text in layer.embed_items(tx, tenant)
                              if lacking is None or rid in lacking]
         total = len(work)
-        for start in range(0, total, batch):
+        attempts: dict[tuple[str, str, str], int] = {}
+        start = 0
+        while start < len(work):
             chunk = work[start:start + batch]
             vecs = index.embed([c[3] for c in chunk])
             by_target: dict[tuple[str, str], list[int]] = {}
@@ -215,14 +242,33 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
             for (tenant, table), rows in by_target.items():
                 with db.transaction(tenant) as tx:
                     # a record forgotten (or swept) since it was listed gets no vector
-                    stored = by_table[table].hold_stored(tx, tenant, [chunk[i][2] for i in rows])
-                    rows = [i for i in rows if chunk[i][2] in stored]
+                    ids = [chunk[i][2] for i in rows]
+                    stored = by_table[table].hold_stored(tx, tenant, ids)
+                    if isinstance(stored, Mapping):
+                        # its text now: a record rewritten since it was listed (a reviewer's
+                        # edit, with the vector of its new text) is embedded again from it
+                        for i in rows:
+                            now = stored.get(chunk[i][2])
+                            key = (table, tenant, chunk[i][2])
+                            if now is not None and now != chunk[i][3] and \
+                                    attempts.get(key, 0) < REEMBED_ATTEMPTS:
+                                attempts[key] = attempts.get(key, 0) + 1
+                                work.append((table, tenant, chunk[i][2], now))
+                        rows = [i for i in rows if stored.get(chunk[i][2]) == chunk[i][3]]
+                    else:
+                        # a vector written since the listing is its writer's, from the
+                        # record's text then: kept
+                        had = _with_vector(tx, tenant, ids)
+                        rows = [i for i in rows if chunk[i][2] in stored
+                                and chunk[i][2] not in had]
                     if rows:
                         vectors.add(tx, table, tenant, [chunk[i][2] for i in rows],
                                     vecs[rows] if vecs is not None else None)
                 done += len(rows)
+            start += len(chunk)
+            total = len(work)
             if progress:
-                progress(start + len(chunk), total)
+                progress(start, total)
     except MemstrataError as exc:
         if not cleared and not done:
             raise
@@ -235,4 +281,4 @@ def reindex(index: RecordIndex, layers: Sequence[Embeddable], *,
     return done
 
 
-__all__ = ["Embeddable", "IndexEntry", "RecordIndex", "reindex"]
+__all__ = ["REEMBED_ATTEMPTS", "Embeddable", "IndexEntry", "RecordIndex", "reindex"]

@@ -17,10 +17,12 @@ Contract (the schema and its invariants are in :mod:`memstrata.store.sqlite_sche
   the WAL, so forgotten text leaves the file at a cost proportional to what was forgotten,
   not to the store. The checkpoint that truncates it waits for other connections' reads
   (up to ``busy_timeout``); when one still reads, or not every page was copied back, the
-  deleted text stays in ``<file>-wal``: ``compact`` says so (its note), and this database
-  checkpoints again, without waiting, after each of its later write transactions and when
-  it closes, until one succeeds. The driver is :mod:`memstrata.store.sqlite_driver` (a
-  current SQLite).
+  deleted text stays in ``<file>-wal``: ``compact`` says so (its note) and records the
+  compaction as due in the file itself (``meta.compaction_due``), so whichever process
+  next writes to the store (after its write transaction), opens it or closes it
+  checkpoints again, without waiting, and clears the record once the WAL was truncated:
+  the retry outlives the process that forgot (a CLI command that exits). The driver is
+  :mod:`memstrata.store.sqlite_driver` (a current SQLite).
 - Full-text search is FTS5 (porter stemming); a record's thread context sits in a second
   column at half the weight of its own text. The ranking is BM25 over the caller's rows
   alone, and in a large index very common query words are left out
@@ -34,6 +36,7 @@ Contract (the schema and its invariants are in :mod:`memstrata.store.sqlite_sche
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -46,6 +49,7 @@ from .base import Capabilities, Row
 from .lexical import COMMON_TERM_DOCS, LARGE_INDEX_ROWS, AllCommon, index_form
 from .sql import chunks, marks, sql_lower
 from .sqlite_driver import sqlite3
+from .sqlite_meta import clear_meta, write_meta
 from .sqlite_schema import apply_pending
 from .sqlite_search import TextSearch, doc_len
 
@@ -53,6 +57,10 @@ if TYPE_CHECKING:
     from .sqlite_vectors import SQLiteVectorIndex
 
 _TEXT_TABLES = ("episodes", "facts")
+#: The ``meta`` key of a compaction that another connection kept from finishing: its value
+#: is a token, new at each blocked compaction, so a process that truncated the WAL before a
+#: later one was recorded clears only its own.
+_COMPACTION_DUE = "compaction_due"
 
 
 class _SQLiteTx:
@@ -139,10 +147,10 @@ class SQLiteDatabase:
         self._orphaned = 0
         self._search = TextSearch()
         self._writes = False
-        #: A compaction found the WAL busy: checkpoint again after the next write (and on close).
-        self._compaction_due = False
         self._conn = self._connect()
         self._migrate()
+        with self._lock:
+            self._finish_compaction()
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -276,9 +284,8 @@ class SQLiteDatabase:
                 if not nested and c is self._conn:
                     self._rollback_or_reopen()
                 raise BackendError(f"commit failed: {exc}") from exc
-            if not nested and self._writes and self._compaction_due:
-                with suppress(sqlite3.Error):  # the commit stands; retried after the next one
-                    self._checkpoint(wait=False)
+            if not nested and self._writes:
+                self._finish_compaction()  # the commit stands whatever happens there
 
     def tenants(self) -> list[str]:
         with self._lock:
@@ -360,20 +367,60 @@ class SQLiteDatabase:
     # -- maintenance ----------------------------------------------------
     def compact(self) -> list[str]:
         """Checkpoint the WAL into the file and truncate it (waiting up to ``busy_timeout``
-        for other connections' reads); a note when it could not (see the module contract)."""
+        for other connections' reads); a note when it could not, and the compaction is
+        then recorded as due (see the module contract)."""
         with self._lock:
             try:
                 # deleted rows' pages are zeroed (secure_delete) and their index terms
                 # removed in place (FTS5 secure-delete, m006); what is left is the WAL
-                return self._checkpoint(wait=True)
+                due = self._due()
+                done, log, copied = self._checkpoint(wait=True)
             except sqlite3.Error as exc:
                 self._rollback_or_reopen()
                 raise BackendError(f"compaction failed: {exc}") from exc
+            if done:
+                if due is not None:
+                    self._clear_due(due)
+                return []
+            with suppress(sqlite3.Error):  # the note stands; this process retries on close
+                write_meta(self._conn, _COMPACTION_DUE, secrets.token_hex(8))
+            return [f"another connection was still using {self.path.name} after "
+                    f"{self._busy_timeout_ms / 1000:g} s (busy_timeout), so its write-ahead "
+                    f"log {self.path.name}-wal still holds the deleted text ({copied} of {log} "
+                    "pages copied back); the store records the compaction as due, and "
+                    "the next process to write to it, open it or close it checkpoints it "
+                    "again: end the long read or write (a server's or a shell's open "
+                    "transaction), then write to or close the store"]
 
-    def _checkpoint(self, *, wait: bool) -> list[str]:
+    def _due(self) -> str | None:
+        """The token of a compaction recorded as due (by any process), if one is."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?",
+                                 (_COMPACTION_DUE,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _finish_compaction(self) -> None:
+        """After a write transaction, on open and on close, outside any transaction: if a
+        compaction is due, checkpoint without waiting and clear it when the WAL was
+        truncated. Errors are left for the next try (what called it stands)."""
+        if self._depth or str(self.path) == ":memory:":
+            return
+        with suppress(sqlite3.Error):
+            due = self._due()
+            if due is not None and self._checkpoint(wait=False)[0]:
+                self._clear_due(due)
+
+    def _clear_due(self, token: str) -> None:
+        """The WAL was truncated: clear the record (unless a later compaction recorded a
+        new token meanwhile), then truncate what that write left (one page of ``meta``)."""
+        with suppress(sqlite3.Error):
+            clear_meta(self._conn, _COMPACTION_DUE, token)
+            self._checkpoint(wait=False)
+
+    def _checkpoint(self, *, wait: bool) -> tuple[bool, int, int]:
         """``wal_checkpoint(TRUNCATE)``, judged by its result row (busy, WAL pages, pages
         copied back): the statement succeeds even when a reader kept it from finishing.
-        Without ``wait``, it gives up at once on a busy lock (a retry after a write)."""
+        Returns whether the WAL was truncated, its pages and the pages copied back.
+        Without ``wait``, it gives up at once on a busy lock (a retry)."""
         c = self._conn
         if not wait:
             c.execute("PRAGMA busy_timeout = 0")
@@ -382,15 +429,7 @@ class SQLiteDatabase:
         finally:
             if not wait:
                 c.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-        self._compaction_due = bool(busy) or log != copied
-        if not self._compaction_due:
-            return []
-        return [f"another connection was still using {self.path.name} after "
-                f"{self._busy_timeout_ms / 1000:g} s (busy_timeout), so its write-ahead log "
-                f"{self.path.name}-wal still holds the deleted text ({copied} of {log} pages "
-                "copied back); this process checkpoints it again after its next write and "
-                "when it closes the store: end the long read or write (a server's or a "
-                "shell's open transaction), then write to or close the store"]
+        return not busy and log == copied, int(log), int(copied)
 
     def verify(self) -> list[str]:
         problems: list[str] = []
@@ -439,9 +478,7 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         with self._lock:
-            if self._compaction_due:
-                with suppress(sqlite3.Error):
-                    self._checkpoint(wait=False)
+            self._finish_compaction()
             try:
                 self._conn.execute("PRAGMA optimize")
                 self._conn.close()

@@ -47,6 +47,7 @@ from ..errors import BackendError, ConfigError
 from ..scoping import load_json_list
 from .base import Nearest, Row, Tx
 from .sql import chunks, marks
+from .sqlite_meta import clear_meta, write_meta
 from .vector_segment import (
     NewRow,
     Segment,
@@ -171,9 +172,7 @@ class SQLiteVectorIndex:
         recorded = self._meta(tx, "embedding_model")
         if recorded is None:
             if tx.one("SELECT 1 AS x FROM vectors LIMIT 1") is None:
-                tx.execute("INSERT INTO meta (key, value) VALUES ('embedding_model', ?) "
-                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                           (self._label,))
+                write_meta(tx, "embedding_model", self._label)
                 return
             raise ConfigError("the store has vectors of an unrecorded model",
                               hint="run `memstrata reindex` to re-embed with " + self.model)
@@ -202,8 +201,7 @@ class SQLiteVectorIndex:
         top = tx.one("SELECT max(rowid) AS m FROM vectors")
         first = max(int(self._meta(tx, "vector_rowid") or 0),
                     int(top["m"] or 0) if top else 0) + 1
-        tx.execute("INSERT INTO meta (key, value) VALUES ('vector_rowid', ?) ON CONFLICT (key) "
-                   "DO UPDATE SET value = excluded.value", (str(first + len(ids) - 1),))
+        write_meta(tx, "vector_rowid", str(first + len(ids) - 1))
         tx.executemany(
             "INSERT INTO vectors (rowid, tenant, record_id, layer, model, dims, vec) VALUES "
             "(?, ?, ?, ?, ?, ?, ?)",
@@ -215,7 +213,7 @@ class SQLiteVectorIndex:
     def clear(self, tx: Tx, tenant: str) -> int:
         removed = tx.execute("DELETE FROM vectors WHERE tenant = ?", (tenant,))
         if tx.one("SELECT 1 AS x FROM vectors LIMIT 1") is None:
-            tx.execute("DELETE FROM meta WHERE key = 'embedding_model'")
+            clear_meta(tx, "embedding_model")
         with self._lock:
             for layer in ("episodes", "facts"):
                 self._segments.pop((tenant, layer), None)

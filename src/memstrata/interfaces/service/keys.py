@@ -26,12 +26,16 @@ Contract:
   those; another key is not found for it. An unbound admin key manages the tenant's.
 - Revoking is immediate (the next request is refused) and kept: a revoked key's row stays,
   with ``revoked_at``, so ``keys list`` shows what existed.
+- :meth:`KeyStore.revoke_labelled` revokes the active keys of a label in every tenant that
+  holds keys (:meth:`KeyStore.tenants`), each in its own tenant's transaction: what
+  ``serve`` does with the earlier startup keys at each start.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import hashlib
 import hmac
 import json
@@ -303,6 +307,36 @@ class KeyStore:
             tx.execute("UPDATE api_keys SET revoked_at = ? WHERE tenant = ? AND id = ? AND "
                        "revoked_at IS NULL", (self._clock.now(), tenant, key_id.lower()))
         return self.get(tenant, key_id.lower())
+
+    def tenants(self) -> builtins.list[str]:
+        """Every tenant that may hold keys, sorted: the store's registry (on PostgreSQL a
+        process's first write of a tenant registers it, a key's included) and, on an
+        engine without row security (SQLite registers the tenants of record rows only),
+        the tenants the key table names."""
+        names = set(self._db.tenants())
+        if not self._db.capabilities.tenant_isolation:
+            # no tenant hides another's rows here: the transaction's tenant is only a name
+            with self._db.transaction(Scope().tenant, write=False) as tx:
+                names.update(r["tenant"] for r in tx.all("SELECT DISTINCT tenant FROM "
+                                                         "api_keys"))
+        return sorted(names)
+
+    def revoke_labelled(self, label: str) -> builtins.list[ApiKey]:
+        """Revoke now the active keys with this label in every tenant (:meth:`tenants`),
+        each in a transaction of its tenant (row security applies); returns them as they
+        were before. ``serve`` revokes the earlier startup keys so, whatever tenant each
+        start served."""
+        revoked: builtins.list[ApiKey] = []
+        for tenant in self.tenants():
+            with self._db.transaction(tenant) as tx:
+                rows = tx.all(f"SELECT {_COLUMNS} FROM api_keys WHERE tenant = ? AND label = ? "
+                              "AND revoked_at IS NULL ORDER BY created_at, id", (tenant, label))
+                if rows:
+                    tx.execute("UPDATE api_keys SET revoked_at = ? WHERE tenant = ? AND "
+                               "label = ? AND revoked_at IS NULL",
+                               (self._clock.now(), tenant, label))
+            revoked += [_key_from_row(r) for r in rows]
+        return revoked
 
     def authenticate(self, token: str) -> ApiKey:
         """The active key a token names, or Unauthenticated."""
