@@ -24,7 +24,7 @@ from ..inputs import MAX_K, MAX_SOURCE, dates_arg, int_arg, record_id_arg, text_
 from ..models import Episode, Hit, Scope, make_scope
 from ..scoping import SCOPE_COLUMNS, applies_sql, principal_of, resolve_caller
 from ..store.base import Database, Row, Tx
-from ..store.sql import chunks, marks
+from ..store.sql import chunks, marks, observed_between
 from .episode_records import episode_from_row
 
 COLUMNS = ("id, event, text, actor, source, evidence, created_at, observed_at, outcome, "
@@ -62,13 +62,8 @@ class EpisodeReads:
         if not include_expired:
             where += " AND (r.expires_at IS NULL OR r.expires_at > ?)"
             params.append(self._clock.now())
-        if since is not None:
-            where += " AND r.observed_at >= ?"
-            params.append(since)
-        if until is not None:
-            where += " AND r.observed_at <= ?"
-            params.append(until)
-        return where, params
+        window, dates = observed_between("r", since, until)
+        return where + window, [*params, *dates]
 
     # -- reads ------------------------------------------------------------
     def get(self, episode_id: str, scope: Scope | dict[str, Any] | None = None, *,

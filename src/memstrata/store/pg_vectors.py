@@ -34,7 +34,7 @@ from ..scoping import applies_sql
 from .base import Nearest, Tx
 from .pg_schema import INDEXED_DIMS
 from .pg_tx import PgTx, translate
-from .sql import chunks, marks
+from .sql import chunks, marks, observed_between
 
 if TYPE_CHECKING:
     from ..models import Scope
@@ -244,13 +244,8 @@ def _episode_filter(scope: Scope, principal: str | None, now: datetime,
     where, params = applies_sql(scope, "v")
     where += f" AND {_READERS} AND (v.expires_at IS NULL OR v.expires_at > ?)"
     params += [principal, now]
-    if since is not None:
-        where += " AND v.observed_at >= ?"
-        params.append(since)
-    if until is not None:
-        where += " AND v.observed_at <= ?"
-        params.append(until)
-    return where, params
+    window, dates = observed_between("v", since, until)
+    return where + window, [*params, *dates]
 
 
 def _best(rows: list[dict[str, Any]], k: int) -> list[tuple[str, float]]:

@@ -146,6 +146,20 @@ def prefix_param(prefix: str) -> str:
     return f"{_escaped(prefix)}%"
 
 
+def observed_between(alias: str, since: Any, until: Any) -> tuple[str, list[Any]]:
+    """The episode date window (``observed_at`` within ``since`` and ``until``, both
+    inclusive, either None for open) as a WHERE fragment starting with `` AND`` (or
+    empty) and its parameters, over the table alias ``alias``."""
+    where, params = "", []
+    if since is not None:
+        where += f" AND {alias}.observed_at >= ?"
+        params.append(since)
+    if until is not None:
+        where += f" AND {alias}.observed_at <= ?"
+        params.append(until)
+    return where, params
+
+
 def checkpoint_vector_id(scope_key: str, task: str, version: int) -> str:
     """The record id a checkpoint version's vector is stored under: unambiguous for any
     task name and scope (the task's length is spelled out before it)."""
@@ -192,6 +206,7 @@ __all__ = [
     "json_text",
     "like_param",
     "marks",
+    "observed_between",
     "prefix_param",
     "sql_lower",
     "text_contains",
