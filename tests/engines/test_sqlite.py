@@ -113,6 +113,19 @@ def test_a_forget_scrubs_the_full_text_index_in_place(mem: Memory, db_path: Path
     assert mem.doctor() == []
 
 
+def _held_read(db_path: Path) -> Any:
+    """A second connection holding a read snapshot open (a server's long read)."""
+    reader = raw(db_path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM episodes").fetchone()
+    return reader
+
+
+def _holding(db_path: Path, word: bytes) -> list[str]:
+    """The store's files whose bytes hold ``word``."""
+    return [p.name for p in sqlite_store_files(db_path) if word in p.read_bytes()]
+
+
 def test_a_forget_while_another_connection_reads_says_it_did_not_compact(
         db_path: Path) -> None:
     """Another connection holds a read open past the busy timeout: the checkpoint cannot
@@ -125,13 +138,10 @@ def test_a_forget_while_another_connection_reads_says_it_did_not_compact(
         mem.episodes.append(scope, text=f"ordinary line {i}", actor="tool", source=f"ci:{i}")
     mem.episodes.append(scope, text="my bank pin hint is walrusgarnet", actor="user",
                         source="chat:1")
-    reader = raw(db_path)
-    reader.execute("BEGIN")
-    reader.execute("SELECT count(*) FROM episodes").fetchone()  # a read snapshot, held
+    reader = _held_read(db_path)
 
     def holding() -> list[str]:
-        return [p.name for p in sqlite_store_files(db_path)
-                if b"walrusgarnet" in p.read_bytes()]
+        return _holding(db_path, b"walrusgarnet")
 
     report = mem.forget(scope, match="walrusgarnet")
     assert report.counts["episodes"] == 1
@@ -160,13 +170,10 @@ def test_a_compaction_a_reader_blocked_is_finished_by_another_process(
     forgetter.episodes.append(scope, text="the quokkaberyl codename leaked", actor="user",
                               source="chat:1")
     server = Memory.open(url, embedder=None, busy_timeout_ms=100)  # a long-lived server
-    reader = raw(db_path)
-    reader.execute("BEGIN")
-    reader.execute("SELECT count(*) FROM episodes").fetchone()  # a read snapshot, held
+    reader = _held_read(db_path)
 
     def holding() -> list[str]:
-        return [p.name for p in sqlite_store_files(db_path)
-                if b"quokkaberyl" in p.read_bytes()]
+        return _holding(db_path, b"quokkaberyl")
 
     def due() -> Any:
         return raw(db_path).execute("SELECT value FROM meta WHERE key = 'compaction_due'"
